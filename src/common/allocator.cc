@@ -1,0 +1,291 @@
+#include "common/allocator.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <set>
+
+namespace mgpu {
+namespace {
+
+// What a container's piece of a card brings along, besides amounts: the rules of §4 depend on it.
+struct Holder {
+  Qos qos;
+  ComputePolicy policy;
+  bool multi_card;
+  bool exclusive;
+};
+
+Holder HolderOf(const PodRequest& pod, const ContainerRequest& c) {
+  return Holder{pod.qos, pod.compute_policy, c.card_count > 1, pod.dedicated};
+}
+
+CardShare ShareOf(const ContainerRequest& c, const std::string& uuid) {
+  return CardShare{uuid, c.CorePerCard(), c.ReclaimedCorePerCard(), c.MemoryPerCardMiB()};
+}
+
+// Why a card cannot take a share; the order is the order of the checks.
+enum Reject {
+  kUnhealthy,
+  kDedicated,
+  kNotEmpty,
+  kPolicy,
+  kOfflineMix,
+  kCore,
+  kReclaimedCore,
+  kMemory,
+  kRejectCount
+};
+
+constexpr std::array<const char*, kRejectCount> kRejectText = {
+    "unhealthy",
+    "held whole by a dedicated_cores pod",
+    "in use while a dedicated_cores pod needs an empty card",
+    "holding another compute policy",
+    "not shareable between offline and multi-card pods",
+    "short of core",
+    "short of reclaimed core",
+    "short of memory",
+};
+
+// `u` is the card's usage as the caller sees it (the node's, or a scratch copy while placing a pod).
+std::optional<Reject> Check(const CardState& c, const CardUsage& u, const Holder& h, const CardShare& s) {
+  if (!c.card.healthy) return kUnhealthy;
+  if (u.exclusive_holders > 0) return kDedicated;
+  if (h.exclusive && u.holders > 0) return kNotEmpty;
+  if (u.holders > 0 && u.policy != h.policy) return kPolicy;
+  if ((h.qos == Qos::kOffline && u.multi_card_holders > 0) || (h.multi_card && u.offline_holders > 0)) {
+    return kOfflineMix;
+  }
+  if (u.core + s.core > 100) return kCore;
+  if (u.reclaimed_core + s.reclaimed_core > 100) return kReclaimedCore;
+  if (u.memory_mib + s.memory_mib > c.capacity_mib) return kMemory;
+  return std::nullopt;
+}
+
+void Add(CardUsage& u, const Holder& h, const CardShare& s) {
+  u.core += s.core;
+  u.reclaimed_core += s.reclaimed_core;
+  u.memory_mib += s.memory_mib;
+  u.holders += 1;
+  u.offline_holders += h.qos == Qos::kOffline;
+  u.multi_card_holders += h.multi_card;
+  u.exclusive_holders += h.exclusive;
+  u.policy = h.policy;
+}
+
+bool Remove(CardUsage& usage, const Holder& h, const CardShare& s) {
+  CardUsage u = usage;
+  u.core -= s.core;
+  u.reclaimed_core -= s.reclaimed_core;
+  u.memory_mib -= s.memory_mib;
+  u.holders -= 1;
+  u.offline_holders -= h.qos == Qos::kOffline;
+  u.multi_card_holders -= h.multi_card;
+  u.exclusive_holders -= h.exclusive;
+  if (u.core < 0 || u.reclaimed_core < 0 || u.memory_mib < 0 || u.holders < 0 || u.offline_holders < 0 ||
+      u.multi_card_holders < 0 || u.exclusive_holders < 0 || usage.policy != h.policy) {
+    return false;
+  }
+  if (u.holders == 0) u.policy = CardUsage{}.policy;
+  usage = u;
+  return true;
+}
+
+double Fraction(int64_t part, int64_t whole) { return whole > 0 ? static_cast<double>(part) / whole : 1.0; }
+
+// Free capacity left on a card after taking the share, in the dimensions the holder uses (0 = full, 2 =
+// empty).
+double FreeAfter(const CardState& c, const CardUsage& u, const Holder& h, const CardShare& s) {
+  const int free_core =
+      h.qos == Qos::kOnline ? 100 - u.core - s.core : 100 - u.reclaimed_core - s.reclaimed_core;
+  return Fraction(free_core, 100) + Fraction(c.capacity_mib - u.memory_mib - s.memory_mib, c.capacity_mib);
+}
+
+std::string Describe(const ContainerRequest& c, Qos qos) {
+  std::string out = qos == Qos::kOnline ? std::to_string(c.CorePerCard()) + "% core"
+                                        : std::to_string(c.ReclaimedCorePerCard()) + "% reclaimed core";
+  return out + " and " + std::to_string(c.MemoryPerCardMiB()) + " MiB";
+}
+
+std::string Plural(size_t n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+// The sentence for a container that finds too few cards.
+std::string WhyNot(const NodeState& node, const std::vector<CardUsage>& usage, const PodRequest& pod,
+                   const ContainerRequest& c, size_t feasible) {
+  const Holder h = HolderOf(pod, c);
+  const CardShare amount = ShareOf(c, {});
+  std::array<size_t, kRejectCount> counts{};
+  size_t best = node.cards.size();
+  double best_free = -1;
+  for (size_t i = 0; i < node.cards.size(); ++i) {
+    auto r = Check(node.cards[i], usage[i], h, amount);
+    if (r) counts[*r]++;
+    if (!r || *r >= kCore) {
+      const double free = FreeAfter(node.cards[i], usage[i], h, CardShare{});
+      if (free > best_free) best_free = free, best = i;
+    }
+  }
+  std::string out;
+  if (c.card_count == 1) {
+    out = "no card can take " + Describe(c, pod.qos);
+  } else {
+    out = "needs " + std::to_string(c.card_count) + " cards with " + Describe(c, pod.qos) + " each, " +
+          std::to_string(feasible) + " can take it";
+  }
+  out += " for container " + c.name;
+  if (node.cards.empty()) return out + ": the node has no cards";
+  if (best < node.cards.size()) {
+    const Card& card = node.cards[best].card;
+    const CardUsage& u = usage[best];
+    const int core = pod.qos == Qos::kOnline ? 100 - u.core : 100 - u.reclaimed_core;
+    out += ": best card " + card.uuid + " (index " + std::to_string(card.index) + ") has " +
+           std::to_string(core) + (pod.qos == Qos::kOnline ? "% core" : "% reclaimed core") + " and " +
+           std::to_string(node.cards[best].capacity_mib - u.memory_mib) + " MiB free";
+  }
+  std::string rules;
+  for (int r = kUnhealthy; r < kCore; ++r) {
+    if (counts[r] == 0) continue;
+    rules += (rules.empty() ? "" : ", ") + Plural(counts[r], "card") + " " + kRejectText[r];
+  }
+  if (!rules.empty()) out += (best < node.cards.size() ? "; " : ": ") + rules;
+  return out;
+}
+
+}  // namespace
+
+NodeState MakeNodeState(std::string name, const NodeInventory& inventory, const Config& config) {
+  NodeState node;
+  node.name = std::move(name);
+  const int64_t unit = std::max<int64_t>(1, inventory.memory_unit_mib);
+  for (const Card& card : inventory.cards) {
+    const int64_t usable = std::max<int64_t>(0, card.memory_mib - config.reserved_memory_mib);
+    node.cards.push_back(CardState{card, usable / unit * unit, CardUsage{}});
+  }
+  return node;
+}
+
+Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod) {
+  // Later containers see the earlier ones' cards as taken.
+  std::vector<CardUsage> usage;
+  usage.reserve(node.cards.size());
+  for (const CardState& card : node.cards) usage.push_back(card.usage);
+  Assignment out;
+  struct Candidate {
+    double free_after;
+    int index;
+    size_t position;
+  };
+  std::vector<Candidate> fits;
+  fits.reserve(node.cards.size());
+  for (const ContainerRequest& c : pod.containers) {
+    const Holder h = HolderOf(pod, c);
+    const CardShare amount = ShareOf(c, {});
+    fits.clear();
+    for (size_t i = 0; i < node.cards.size(); ++i) {
+      const CardState& card = node.cards[i];
+      if (!Check(card, usage[i], h, amount))
+        fits.push_back({FreeAfter(card, usage[i], h, amount), card.card.index, i});
+    }
+    if (fits.size() < static_cast<size_t>(c.card_count))
+      return Error{WhyNot(node, usage, pod, c, fits.size())};
+    const bool spread = pod.card_policy == CardPolicy::kSpread;
+    std::sort(fits.begin(), fits.end(), [spread](const Candidate& a, const Candidate& b) {
+      if (a.free_after != b.free_after)
+        return spread ? a.free_after > b.free_after : a.free_after < b.free_after;
+      return a.index < b.index;
+    });
+    fits.resize(c.card_count);
+    std::sort(fits.begin(), fits.end(),
+              [](const Candidate& a, const Candidate& b) { return a.index < b.index; });
+    ContainerAssignment ca{c.name, {}};
+    for (const Candidate& f : fits) {
+      ca.cards.push_back(ShareOf(c, node.cards[f.position].card.uuid));
+      Add(usage[f.position], h, amount);
+    }
+    out.containers.push_back(std::move(ca));
+  }
+  return out;
+}
+
+Status Apply(NodeState& node, const PodRequest& pod, const Assignment& assignment) {
+  if (assignment.containers.size() != pod.containers.size()) {
+    return Error{"assignment for pod " + pod.Key() + " covers " +
+                 std::to_string(assignment.containers.size()) + " containers, the pod has " +
+                 std::to_string(pod.containers.size()) + " GPU containers"};
+  }
+  NodeState scratch = node;
+  for (const ContainerRequest& c : pod.containers) {
+    const ContainerAssignment* ca = assignment.Find(c.name);
+    const std::string where = "assignment for pod " + pod.Key() + " container " + c.name;
+    if (!ca) return Error{where + " is missing"};
+    if (ca->cards.size() != static_cast<size_t>(c.card_count)) {
+      return Error{where + " has " + Plural(ca->cards.size(), "card") + ", the container asks for " +
+                   std::to_string(c.card_count)};
+    }
+    const Holder h = HolderOf(pod, c);
+    std::set<std::string> seen;
+    for (const CardShare& s : ca->cards) {
+      if (!seen.insert(s.uuid).second) return Error{where + " names card " + s.uuid + " twice"};
+      CardState* card = scratch.FindCard(s.uuid);
+      if (!card)
+        return Error{where + " names card " + s.uuid + ", which node " + node.name + " does not have"};
+      if (s != ShareOf(c, s.uuid)) {
+        return Error{where + " gives card " + s.uuid + " other amounts than the container asks for per card"};
+      }
+      if (auto r = Check(*card, card->usage, h, s)) {
+        return Error{where + " does not fit card " + s.uuid + " on node " + node.name + ": the card is " +
+                     kRejectText[*r]};
+      }
+      Add(card->usage, h, s);
+    }
+  }
+  node = std::move(scratch);
+  return Status::Ok();
+}
+
+Status Release(NodeState& node, const PodRequest& pod, const Assignment& assignment) {
+  NodeState scratch = node;
+  for (const ContainerAssignment& ca : assignment.containers) {
+    const std::string where = "releasing pod " + pod.Key() + " container " + ca.container;
+    auto c = std::find_if(pod.containers.begin(), pod.containers.end(),
+                          [&](const ContainerRequest& r) { return r.name == ca.container; });
+    if (c == pod.containers.end()) return Error{where + ": the pod has no such GPU container"};
+    for (const CardShare& s : ca.cards) {
+      CardState* card = scratch.FindCard(s.uuid);
+      if (!card) return Error{where + ": node " + node.name + " has no card " + s.uuid};
+      if (!Remove(card->usage, HolderOf(pod, *c), s)) {
+        return Error{where + ": card " + s.uuid + " does not hold that share"};
+      }
+    }
+  }
+  node = std::move(scratch);
+  return Status::Ok();
+}
+
+int ScoreNode(const NodeState& node, const Assignment& assignment, NodePolicy policy) {
+  double used = 0;
+  int healthy = 0;
+  for (const CardState& card : node.cards) {
+    if (!card.card.healthy) continue;
+    CardUsage u = card.usage;
+    for (const ContainerAssignment& ca : assignment.containers) {
+      for (const CardShare& s : ca.cards) {
+        if (s.uuid != card.card.uuid) continue;
+        u.core += s.core;
+        u.reclaimed_core += s.reclaimed_core;
+        u.memory_mib += s.memory_mib;
+      }
+    }
+    used +=
+        (Fraction(std::max(u.core, u.reclaimed_core), 100) + Fraction(u.memory_mib, card.capacity_mib)) / 2;
+    ++healthy;
+  }
+  const double fullness = healthy > 0 ? std::min(1.0, used / healthy) : 0.0;
+  const int score = static_cast<int>(std::lround(10 * fullness));
+  return policy == NodePolicy::kBinpack ? score : 10 - score;
+}
+
+}  // namespace mgpu

@@ -1,0 +1,204 @@
+#include "common/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+namespace mgpu {
+
+ResourceNames::ResourceNames(std::string_view domain) {
+  const std::string d(domain);
+  core = d + "/mgpu-core";
+  memory = d + "/mgpu-memory";
+  reclaimed_core = d + "/reclaimed-mgpu-core";
+  compute_policy = d + "/mgpu-compute-policy";
+  gpu_count = d + "/gpu-count";
+  gpu_policy = d + "/gpu-policy";
+  node_policy = d + "/node-policy";
+  gpu_assignment = d + "/gpu-assignment";
+  gpu_assume_time = d + "/gpu-assume-time";
+  gpu_allocated = d + "/gpu-allocated";
+  gpu_inventory = d + "/gpu-inventory";
+  label_product = d + "/gpu.product";
+  label_count = d + "/gpu.count";
+  label_memory = d + "/gpu.memory";
+}
+
+namespace {
+
+// Reads one YAML mapping, remembering which keys were read so the rest can be reported as unknown.
+// Errors collect in `error` (first one wins); readers stop reading once one is set.
+class MapReader {
+ public:
+  MapReader(const YAML::Node& node, std::string path, std::string& error)
+      : node_(node), path_(std::move(path)), error_(error) {
+    if (node_ && !node_.IsNull() && !node_.IsMap())
+      Fail(path_.empty() ? "the file" : path_, "must be a mapping");
+  }
+
+  void String(const char* key, std::string& out) {
+    Scalar(key, [&](const YAML::Node& n, const std::string&) {
+      out = n.as<std::string>();
+      return true;
+    });
+  }
+
+  void Int(const char* key, int64_t& out, int64_t min, int64_t max) {
+    Scalar(key, [&](const YAML::Node& n, const std::string& where) {
+      int64_t v = 0;
+      if (!YAML::convert<int64_t>::decode(n, v))
+        return Fail(where, "must be a whole number, got \"" + n.Scalar() + "\"");
+      if (v < min || v > max) {
+        return Fail(where, "must be between " + std::to_string(min) + " and " + std::to_string(max) +
+                               ", got " + std::to_string(v));
+      }
+      out = v;
+      return true;
+    });
+  }
+
+  void Int(const char* key, int& out, int min, int max) {
+    int64_t v = out;
+    Int(key, v, min, max);
+    out = static_cast<int>(v);
+  }
+
+  void Bool(const char* key, bool& out) {
+    Scalar(key, [&](const YAML::Node& n, const std::string& where) {
+      bool v = false;
+      if (!YAML::convert<bool>::decode(n, v))
+        return Fail(where, "must be true or false, got \"" + n.Scalar() + "\"");
+      out = v;
+      return true;
+    });
+  }
+
+  // A scalar that one of the names `parse` knows; `choices` lists them for the message.
+  template <typename E>
+  void Enum(const char* key, E& out, std::optional<E> (*parse)(std::string_view), const char* choices) {
+    Scalar(key, [&](const YAML::Node& n, const std::string& where) {
+      auto v = parse(n.Scalar());
+      if (!v) return Fail(where, std::string("must be one of ") + choices + ", got \"" + n.Scalar() + "\"");
+      out = *v;
+      return true;
+    });
+  }
+
+  void Map(const char* key, const std::function<void(MapReader&)>& read) {
+    if (!error_.empty()) return;
+    known_.insert(key);
+    MapReader sub(node_ ? node_[key] : YAML::Node(), Join(key), error_);
+    if (!error_.empty()) return;
+    read(sub);
+    sub.RejectUnknown();
+  }
+
+  void RejectUnknown() {
+    if (!error_.empty() || !node_ || !node_.IsMap()) return;
+    for (const auto& kv : node_) {
+      const std::string key = kv.first.as<std::string>();
+      if (!known_.count(key)) Fail(Join(key), "is not a known key");
+    }
+  }
+
+ private:
+  std::string Join(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+  bool Fail(const std::string& where, const std::string& what) {
+    if (error_.empty()) error_ = where + " " + what;
+    return false;
+  }
+
+  void Scalar(const char* key, const std::function<bool(const YAML::Node&, const std::string&)>& read) {
+    known_.insert(key);
+    if (!error_.empty() || !node_ || !node_.IsMap()) return;
+    const YAML::Node n = node_[key];
+    if (!n || n.IsNull()) return;  // absent: keep the default
+    if (!n.IsScalar()) {
+      Fail(Join(key), "must be a single value");
+      return;
+    }
+    read(n, Join(key));
+  }
+
+  YAML::Node node_;
+  std::string path_;
+  std::string& error_;
+  std::set<std::string> known_;
+};
+
+}  // namespace
+
+Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    return Error{std::string(source) + ": not valid YAML: " + e.what()};
+  }
+  Config c;
+  std::string error;
+  MapReader r(root, "", error);
+  r.String("resourceDomain", c.resource_domain);
+  r.Int("memoryUnitMiB", c.memory_unit_mib, 1, 1 << 20);
+  r.Int("reservedMemoryMiB", c.reserved_memory_mib, 0, int64_t{1} << 40);
+  r.Int("minCorePercent", c.min_core_percent, 1, 100);
+  r.Enum("defaultComputePolicy", c.default_compute_policy, ParseComputePolicy,
+         "fixed-share, guaranteed-burst-share, native-burst-share");
+  r.Enum("cardPolicy", c.default_card_policy, ParseCardPolicy, "binpack, spread");
+  r.Enum("nodePolicy", c.default_node_policy, ParseNodePolicy, "binpack, spread");
+  r.Map("isolation", [&](MapReader& m) {
+    m.Enum("backend", c.isolation.backend, ParseIsolationBackend, "none, hami-core, mps");
+    m.String("hamiLibraryPath", c.isolation.hami_library_path);
+    m.String("mpsPipeDirectory", c.isolation.mps_pipe_directory);
+  });
+  r.Map("devicePlugin", [&](MapReader& m) {
+    auto& p = c.device_plugin;
+    m.String("nodeName", p.node_name);
+    m.String("devicePluginDir", p.device_plugin_dir);
+    m.String("podResourcesSocket", p.pod_resources_socket);
+    m.String("gpuBackend", p.gpu_backend);
+    m.String("staticInventoryFile", p.static_inventory_file);
+    m.String("metricsAddress", p.metrics_address);
+    m.Int("podResourcesPollMs", p.pod_resources_poll_ms, 10, 600000);
+    m.Int("pendingPodWaitMs", p.pending_pod_wait_ms, 0, 600000);
+  });
+  r.Map("extender", [&](MapReader& m) {
+    auto& e = c.extender;
+    m.String("listenAddress", e.listen_address);
+    m.Int("assignmentTTLSeconds", e.assignment_ttl_seconds, 1, 86400 * 7);
+    m.Int("bindWaitMs", e.bind_wait_ms, 0, 600000);
+    m.Int("maxBodyBytes", e.max_body_bytes, 1024, int64_t{1} << 32);
+    m.Bool("leaderElection", e.leader_election);
+    m.String("leaseNamespace", e.lease_namespace);
+    m.String("leaseName", e.lease_name);
+    m.Int("leaseDurationSeconds", e.lease_duration_seconds, 2, 3600);
+    m.String("tlsCertFile", e.tls_cert_file);
+    m.String("tlsKeyFile", e.tls_key_file);
+  });
+  r.RejectUnknown();
+  if (error.empty() && c.resource_domain.empty()) error = "resourceDomain must not be empty";
+  if (error.empty() && c.device_plugin.gpu_backend != "nvml" && c.device_plugin.gpu_backend != "static") {
+    error =
+        "devicePlugin.gpuBackend must be one of nvml, static, got \"" + c.device_plugin.gpu_backend + "\"";
+  }
+  if (error.empty() && c.device_plugin.gpu_backend == "static" &&
+      c.device_plugin.static_inventory_file.empty()) {
+    error = "devicePlugin.staticInventoryFile is required when devicePlugin.gpuBackend is static";
+  }
+  if (!error.empty()) return Error{std::string(source) + ": " + error};
+  return c;
+}
+
+Result<Config> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error{"cannot read config file " + path};
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseConfig(text.str(), path);
+}
+
+}  // namespace mgpu

@@ -1,0 +1,85 @@
+// The one configuration file of both daemons (YAML). Every key has a default, so an empty file is a valid
+// config; an unknown key or a bad value is rejected with the key's path in the message.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/model.h"
+#include "common/result.h"
+
+namespace mgpu {
+
+// Extended-resource and annotation names under the configured domain D.
+struct ResourceNames {
+  std::string core;             // D/mgpu-core
+  std::string memory;           // D/mgpu-memory
+  std::string reclaimed_core;   // D/reclaimed-mgpu-core
+  std::string compute_policy;   // D/mgpu-compute-policy
+  std::string gpu_count;        // D/gpu-count
+  std::string gpu_policy;       // D/gpu-policy
+  std::string node_policy;      // D/node-policy
+  std::string gpu_assignment;   // D/gpu-assignment
+  std::string gpu_assume_time;  // D/gpu-assume-time
+  std::string gpu_allocated;    // D/gpu-allocated
+  std::string gpu_inventory;    // D/gpu-inventory
+  std::string label_product;    // D/gpu.product
+  std::string label_count;      // D/gpu.count
+  std::string label_memory;     // D/gpu.memory
+
+  explicit ResourceNames(std::string_view domain);
+};
+
+inline constexpr std::string_view kQosLevelAnnotation = "katalyst.kubewharf.io/qos_level";
+
+struct IsolationConfig {
+  IsolationBackend backend = IsolationBackend::kNone;
+  std::string hami_library_path = "/usr/local/vgpu/libvgpu.so";  // host path of libvgpu.so
+  std::string mps_pipe_directory = "/tmp/nvidia-mps";            // host path of the MPS pipe directory
+};
+
+struct DevicePluginConfig {
+  std::string node_name;  // empty: from NODE_NAME in the environment
+  std::string device_plugin_dir = "/var/lib/kubelet/device-plugins";
+  std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  std::string gpu_backend = "nvml";   // nvml | static
+  std::string static_inventory_file;  // YAML list of cards, for gpu_backend: static
+  std::string metrics_address = "0.0.0.0:9400";
+  int pod_resources_poll_ms = 1000;
+  int pending_pod_wait_ms = 5000;  // bounded wait for the pod a kubelet call belongs to
+};
+
+struct ExtenderConfig {
+  std::string listen_address = "0.0.0.0:12345";
+  int64_t assignment_ttl_seconds = 300;  // an assignment unallocated for longer stops counting
+  int64_t bind_wait_ms = 5000;           // ambiguity guard: how long a bind waits for an earlier one
+  int64_t max_body_bytes = 64 << 20;
+  bool leader_election = false;
+  std::string lease_namespace = "kube-system";
+  std::string lease_name = "mgpu-scheduler-extender";
+  int lease_duration_seconds = 15;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+};
+
+struct Config {
+  std::string resource_domain = "mgpu.io";
+  int64_t memory_unit_mib = 1;
+  int64_t reserved_memory_mib = 0;
+  int min_core_percent = 5;
+  ComputePolicy default_compute_policy = ComputePolicy::kFixedShare;
+  CardPolicy default_card_policy = CardPolicy::kBinpack;
+  NodePolicy default_node_policy = NodePolicy::kBinpack;
+  IsolationConfig isolation;
+  DevicePluginConfig device_plugin;
+  ExtenderConfig extender;
+
+  ResourceNames Names() const { return ResourceNames(resource_domain); }
+};
+
+// Parses YAML text; `source` names it in error messages.
+Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source = "config");
+Result<Config> LoadConfigFile(const std::string& path);
+
+}  // namespace mgpu

@@ -1,0 +1,25 @@
+// Pods from Kubernetes manifests, for the demo and tools: a Pod stands for itself; a Deployment, ReplicaSet,
+// StatefulSet or Job stands for `replicas` (or `parallelism`) pods made from its template, each remembering
+// the workload's annotations (where mgpu reads a pod's missing annotations from, DESIGN §3).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/request.h"
+#include "common/result.h"
+
+namespace mgpu {
+
+struct ManifestPod {
+  nlohmann::json pod;    // a v1.Pod: metadata.{name,namespace,annotations,labels} and spec
+  Annotations workload;  // the controlling workload's annotations (empty for a bare Pod)
+};
+
+// Every pod the YAML stream's documents stand for; kinds that make no pods are skipped.
+Result<std::vector<ManifestPod>> PodsOfManifests(std::string_view yaml_text);
+
+}  // namespace mgpu

@@ -1,0 +1,82 @@
+#include "common/model.h"
+
+#include <array>
+#include <utility>
+
+namespace mgpu {
+namespace {
+
+// One table per enum: the names in config, annotations and docs.
+constexpr std::array<std::pair<ComputePolicy, std::string_view>, 3> kComputePolicies{{
+    {ComputePolicy::kFixedShare, "fixed-share"},
+    {ComputePolicy::kGuaranteedBurstShare, "guaranteed-burst-share"},
+    {ComputePolicy::kNativeBurstShare, "native-burst-share"},
+}};
+constexpr std::array<std::pair<CardPolicy, std::string_view>, 2> kCardPolicies{{
+    {CardPolicy::kBinpack, "binpack"},
+    {CardPolicy::kSpread, "spread"},
+}};
+constexpr std::array<std::pair<NodePolicy, std::string_view>, 2> kNodePolicies{{
+    {NodePolicy::kBinpack, "binpack"},
+    {NodePolicy::kSpread, "spread"},
+}};
+constexpr std::array<std::pair<IsolationBackend, std::string_view>, 3> kIsolationBackends{{
+    {IsolationBackend::kNone, "none"},
+    {IsolationBackend::kHamiCore, "hami-core"},
+    {IsolationBackend::kMps, "mps"},
+}};
+
+template <typename E, size_t N>
+std::string_view NameIn(const std::array<std::pair<E, std::string_view>, N>& table, E value) {
+  for (const auto& [v, name] : table) {
+    if (v == value) return name;
+  }
+  return "unknown";
+}
+
+template <typename E, size_t N>
+std::optional<E> ParseIn(const std::array<std::pair<E, std::string_view>, N>& table, std::string_view text) {
+  for (const auto& [v, name] : table) {
+    if (name == text) return v;
+  }
+  return std::nullopt;
+}
+
+template <typename Card, typename Cards>
+Card* FindIn(Cards& cards, std::string_view uuid) {
+  for (auto& c : cards) {
+    if (c.card.uuid == uuid) return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string_view Name(ComputePolicy policy) { return NameIn(kComputePolicies, policy); }
+std::string_view Name(CardPolicy policy) { return NameIn(kCardPolicies, policy); }
+std::string_view Name(NodePolicy policy) { return NameIn(kNodePolicies, policy); }
+std::string_view Name(IsolationBackend backend) { return NameIn(kIsolationBackends, backend); }
+std::string_view Name(Qos qos) { return qos == Qos::kOnline ? "online" : "offline"; }
+
+std::optional<ComputePolicy> ParseComputePolicy(std::string_view text) {
+  return ParseIn(kComputePolicies, text);
+}
+std::optional<CardPolicy> ParseCardPolicy(std::string_view text) { return ParseIn(kCardPolicies, text); }
+std::optional<NodePolicy> ParseNodePolicy(std::string_view text) { return ParseIn(kNodePolicies, text); }
+std::optional<IsolationBackend> ParseIsolationBackend(std::string_view text) {
+  return ParseIn(kIsolationBackends, text);
+}
+
+const CardState* NodeState::FindCard(std::string_view uuid) const {
+  return FindIn<const CardState>(cards, uuid);
+}
+CardState* NodeState::FindCard(std::string_view uuid) { return FindIn<CardState>(cards, uuid); }
+
+const ContainerAssignment* Assignment::Find(std::string_view container) const {
+  for (const auto& c : containers) {
+    if (c.container == container) return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace mgpu

@@ -1,0 +1,20 @@
+// Kubernetes quantity syntax ("30", "4096", "4Ki", "1e3", "2000m") read as a whole, non-negative number.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/result.h"
+
+namespace mgpu {
+
+// Parses `text`; fails with a sentence for anything that is not a whole number (e.g. "1.5", "500m").
+Result<int64_t> ParseWholeQuantity(std::string_view text);
+
+// Same for a JSON value: a quantity string, or a whole number (YAML manifests converted to JSON carry
+// numbers).
+Result<int64_t> ParseWholeQuantityJson(const nlohmann::json& value);
+
+}  // namespace mgpu

@@ -1,0 +1,45 @@
+#include "common/quantity.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace mgpu {
+namespace {
+
+TEST(Quantity, ParsesWholeNumbersInEverySyntax) {
+  EXPECT_EQ(*ParseWholeQuantity("30"), 30);
+  EXPECT_EQ(*ParseWholeQuantity("+30"), 30);
+  EXPECT_EQ(*ParseWholeQuantity("4096"), 4096);
+  EXPECT_EQ(*ParseWholeQuantity("4Ki"), 4096);
+  EXPECT_EQ(*ParseWholeQuantity("1Mi"), 1048576);
+  EXPECT_EQ(*ParseWholeQuantity("2k"), 2000);
+  EXPECT_EQ(*ParseWholeQuantity("1.5k"), 1500);
+  EXPECT_EQ(*ParseWholeQuantity("1e3"), 1000);
+  EXPECT_EQ(*ParseWholeQuantity("12E1"), 120);
+  EXPECT_EQ(*ParseWholeQuantity("2000m"), 2);
+  EXPECT_EQ(*ParseWholeQuantity("0"), 0);
+  EXPECT_EQ(*ParseWholeQuantity("0.5Ki"), 512);
+}
+
+TEST(Quantity, RejectsWhatIsNotAWholeNumber) {
+  for (const char* bad :
+       {"1.5", "500m", "", "abc", "-3", "3x", "1e", "1e-1", "1.5.5", "Ki", "99999999999999999999", "9Ei"}) {
+    auto r = ParseWholeQuantity(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+  EXPECT_EQ(ParseWholeQuantity("1.5").message(), "\"1.5\" is not a whole number");
+  EXPECT_EQ(ParseWholeQuantity("3x").message(), "\"3x\" has an unknown unit");
+}
+
+TEST(Quantity, AcceptsJsonNumbersAndStrings) {
+  using nlohmann::json;
+  EXPECT_EQ(*ParseWholeQuantityJson(json(30)), 30);
+  EXPECT_EQ(*ParseWholeQuantityJson(json("4Ki")), 4096);
+  EXPECT_FALSE(ParseWholeQuantityJson(json(1.5)).ok());
+  EXPECT_FALSE(ParseWholeQuantityJson(json(-1)).ok());
+  EXPECT_FALSE(ParseWholeQuantityJson(json(true)).ok());
+  EXPECT_FALSE(ParseWholeQuantityJson(json::array()).ok());
+}
+
+}  // namespace
+}  // namespace mgpu

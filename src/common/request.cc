@@ -1,0 +1,301 @@
+#include "common/request.h"
+
+#include <nlohmann/json.hpp>
+
+#include "common/quantity.h"
+
+namespace mgpu {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMaxCardCount = 128;
+constexpr int64_t kMaxMemoryUnits = int64_t{1} << 40;
+
+const json* Field(const json& object, const char* key) {
+  if (!object.is_object()) return nullptr;
+  auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+std::string StringField(const json& object, const char* key) {
+  const json* v = Field(object, key);
+  return v && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+// One container's three mgpu quantities (0 = not asked for).
+struct Asked {
+  int64_t core = 0;
+  int64_t reclaimed_core = 0;
+  int64_t memory_units = 0;
+  bool Any() const { return core > 0 || reclaimed_core > 0 || memory_units > 0; }
+};
+
+class Parser {
+ public:
+  Parser(const json& pod, const Config& config, const Annotations& workload)
+      : pod_(pod), config_(config), names_(config.Names()), workload_(workload) {
+    const json* meta = Field(pod, "metadata");
+    if (meta) {
+      key_ = StringField(*meta, "namespace") + "/" + StringField(*meta, "name");
+      own_ = AnnotationsOf(pod);
+    }
+  }
+
+  Result<PodRequest> Parse() {
+    if (!pod_.is_object()) return Error{"the pod is not a JSON object"};
+    PodRequest req;
+    if (const json* meta = Field(pod_, "metadata")) {
+      req.namespace_name = StringField(*meta, "namespace");
+      req.name = StringField(*meta, "name");
+      req.uid = StringField(*meta, "uid");
+    }
+
+    // Read every container's quantities first: the QoS default depends on all of them.
+    struct Named {
+      std::string name;
+      bool init;
+      Asked asked;
+    };
+    std::vector<Named> asked;
+    const json* spec = Field(pod_, "spec");
+    for (const auto& [list, init] : {std::pair{"initContainers", true}, std::pair{"containers", false}}) {
+      const json* containers = spec ? Field(*spec, list) : nullptr;
+      if (!containers) continue;
+      if (!containers->is_array()) return Fail("spec." + std::string(list) + " is not a list");
+      for (const json& c : *containers) {
+        const std::string name = StringField(c, "name");
+        auto a = ReadAsked(c, name);
+        if (!a.ok()) return a.error();
+        if (a->Any()) asked.push_back({name, init, *a});
+      }
+    }
+    if (asked.empty()) return req;
+
+    bool any_reclaimed = false;
+    for (const auto& n : asked) any_reclaimed |= n.asked.reclaimed_core > 0;
+    if (auto s = ReadQos(req, any_reclaimed); !s.ok()) return Error{s.message()};
+    if (auto s = ReadPolicies(req); !s.ok()) return Error{s.message()};
+    std::optional<int64_t> gpu_count;
+    if (auto v = Lookup(names_.gpu_count)) {
+      auto n = ParseWholeQuantity(*v);
+      if (!n.ok() || *n < 1 || *n > kMaxCardCount) {
+        return Fail(names_.gpu_count + " \"" + *v + "\" is not a whole number from 1 to " +
+                    std::to_string(kMaxCardCount));
+      }
+      gpu_count = *n;
+    }
+    for (const auto& n : asked) {
+      auto c = Validate(req, n.name, n.asked, gpu_count);
+      if (!c.ok()) return c.error();
+      c->init = n.init;
+      req.containers.push_back(std::move(*c));
+    }
+    return req;
+  }
+
+ private:
+  Error Fail(const std::string& what) const { return Error{"pod " + key_ + ": " + what}; }
+  Error Fail(const std::string& container, const std::string& what) const {
+    return Error{"pod " + key_ + " container " + container + ": " + what};
+  }
+
+  std::optional<std::string> Lookup(const std::string& key) const {
+    if (auto it = own_.find(key); it != own_.end()) return it->second;
+    if (auto it = workload_.find(key); it != workload_.end()) return it->second;
+    return std::nullopt;
+  }
+
+  // limits and requests of one resource: requests default to limits; both given must be equal.
+  Result<int64_t> ReadQuantity(const json& resources, const std::string& resource,
+                               const std::string& container) {
+    std::optional<int64_t> values[2];
+    const char* kinds[2] = {"limits", "requests"};
+    for (int i = 0; i < 2; ++i) {
+      const json* list = Field(resources, kinds[i]);
+      const json* v = list ? Field(*list, resource.c_str()) : nullptr;
+      if (!v) continue;
+      auto q = ParseWholeQuantityJson(*v);
+      if (!q.ok()) return Fail(container, std::string(kinds[i]) + " of " + resource + ": " + q.message());
+      values[i] = *q;
+    }
+    if (values[0] && values[1] && *values[0] != *values[1]) {
+      return Fail(container, "requests (" + std::to_string(*values[1]) + ") and limits (" +
+                                 std::to_string(*values[0]) + ") of " + resource +
+                                 " differ; extended resources need them equal");
+    }
+    return values[0] ? *values[0] : values[1].value_or(0);
+  }
+
+  Result<Asked> ReadAsked(const json& container, const std::string& name) {
+    Asked a;
+    const json* resources = Field(container, "resources");
+    if (!resources) return a;
+    for (auto [resource, out] :
+         {std::pair{&names_.core, &a.core}, std::pair{&names_.reclaimed_core, &a.reclaimed_core},
+          std::pair{&names_.memory, &a.memory_units}}) {
+      auto q = ReadQuantity(*resources, *resource, name);
+      if (!q.ok()) return q.error();
+      *out = *q;
+    }
+    return a;
+  }
+
+  Status ReadQos(PodRequest& req, bool any_reclaimed) {
+    auto qos = Lookup(std::string(kQosLevelAnnotation));
+    if (!qos) {
+      req.qos = any_reclaimed ? Qos::kOffline : Qos::kOnline;
+    } else if (*qos == "shared_cores") {
+      req.qos = Qos::kOnline;
+    } else if (*qos == "reclaimed_cores") {
+      req.qos = Qos::kOffline;
+    } else if (*qos == "dedicated_cores") {
+      req.qos = Qos::kOnline;
+      req.dedicated = true;
+    } else {
+      return Fail(std::string(kQosLevelAnnotation) + " \"" + *qos +
+                  "\" is not one of shared_cores, reclaimed_cores, dedicated_cores");
+    }
+    qos_text_ = qos ? *qos + " (" + std::string(Name(req.qos)) + ")" : std::string(Name(req.qos));
+    return Status::Ok();
+  }
+
+  Status ReadPolicies(PodRequest& req) {
+    req.compute_policy = config_.default_compute_policy;
+    req.card_policy = config_.default_card_policy;
+    req.node_policy = config_.default_node_policy;
+    if (auto v = Lookup(names_.compute_policy)) {
+      auto p = ParseComputePolicy(*v);
+      if (!p) {
+        return Fail(names_.compute_policy + " \"" + *v +
+                    "\" is not one of fixed-share, guaranteed-burst-share, native-burst-share");
+      }
+      req.compute_policy = *p;
+    }
+    if (auto v = Lookup(names_.gpu_policy)) {
+      auto p = ParseCardPolicy(*v);
+      if (!p) return Fail(names_.gpu_policy + " \"" + *v + "\" is not one of binpack, spread");
+      req.card_policy = *p;
+    }
+    if (auto v = Lookup(names_.node_policy)) {
+      auto p = ParseNodePolicy(*v);
+      if (!p) return Fail(names_.node_policy + " \"" + *v + "\" is not one of binpack, spread");
+      req.node_policy = *p;
+    }
+    if (req.qos == Qos::kOffline && req.compute_policy == ComputePolicy::kNativeBurstShare) {
+      return Fail("offline pods share a card only under fixed-share or guaranteed-burst-share, but " +
+                  names_.compute_policy + " is native-burst-share");
+    }
+    return Status::Ok();
+  }
+
+  Result<ContainerRequest> Validate(const PodRequest& req, const std::string& name, const Asked& a,
+                                    std::optional<int64_t> gpu_count) {
+    const std::string& core = names_.core;
+    const std::string& memory = names_.memory;
+    const std::string& reclaimed = names_.reclaimed_core;
+    ContainerRequest c;
+    c.name = name;
+    if (a.memory_units > kMaxMemoryUnits) {
+      return Fail(name, memory + " " + std::to_string(a.memory_units) + " is larger than any card");
+    }
+    c.memory_mib = a.memory_units * config_.memory_unit_mib;
+    if (req.qos == Qos::kOffline) {
+      if (a.core > 0)
+        return Fail(name, "an offline pod must not ask for " + core + " (it uses " + reclaimed + ")");
+      if (a.reclaimed_core == 0)
+        return Fail(name, reclaimed + " is required with " + memory + " for an offline pod");
+      if (a.memory_units == 0) return Fail(name, memory + " is required with " + reclaimed);
+      if (gpu_count && *gpu_count != 1) {
+        return Fail(
+            name, "offline pods use one card, but " + names_.gpu_count + " is " + std::to_string(*gpu_count));
+      }
+      if (a.reclaimed_core > 100) {
+        return Fail(name, reclaimed + " " + std::to_string(a.reclaimed_core) +
+                              " is above 100 (offline pods use one card)");
+      }
+      if (a.reclaimed_core < config_.min_core_percent) {
+        return Fail(name, reclaimed + " " + std::to_string(a.reclaimed_core) + " is below the minimum of " +
+                              std::to_string(config_.min_core_percent) + " (minCorePercent)");
+      }
+      c.reclaimed_core = static_cast<int>(a.reclaimed_core);
+      c.card_count = 1;
+      return c;
+    }
+    if (a.reclaimed_core > 0) {
+      return Fail(name, reclaimed + " is for offline pods, but this pod is " + qos_text_);
+    }
+    if (a.core == 0) return Fail(name, core + " is required with " + memory + " for an online pod");
+    if (a.memory_units == 0) return Fail(name, memory + " is required with " + core);
+    if (a.core > 100 * kMaxCardCount)
+      return Fail(name, core + " " + std::to_string(a.core) + " is too large");
+    int64_t n = 1;
+    if (gpu_count) {
+      n = *gpu_count;
+    } else if (a.core > 100) {
+      if (a.core % 100 != 0) {
+        return Fail(name, core + " " + std::to_string(a.core) +
+                              " is above 100, so it must be a multiple of 100 (whole cards) or come with " +
+                              names_.gpu_count);
+      }
+      n = a.core / 100;
+    }
+    const std::string over = " does not divide evenly over " + std::to_string(n) + " cards";
+    if (a.core % n != 0) return Fail(name, core + " " + std::to_string(a.core) + over);
+    if (a.memory_units % n != 0) return Fail(name, memory + " " + std::to_string(a.memory_units) + over);
+    const int64_t per_card = a.core / n;
+    const std::string per = n > 1 ? " per card" : "";
+    if (per_card > 100) return Fail(name, core + " " + std::to_string(per_card) + per + " is above 100");
+    if (per_card < config_.min_core_percent) {
+      return Fail(name, core + " " + std::to_string(per_card) + per + " is below the minimum of " +
+                            std::to_string(config_.min_core_percent) + " (minCorePercent)");
+    }
+    if (req.dedicated && per_card != 100) {
+      return Fail(name, "dedicated_cores pods take whole cards, so " + core + per + " must be 100, got " +
+                            std::to_string(per_card));
+    }
+    c.core = static_cast<int>(a.core);
+    c.card_count = static_cast<int>(n);
+    return c;
+  }
+
+  const json& pod_;
+  const Config& config_;
+  const ResourceNames names_;
+  const Annotations& workload_;
+  Annotations own_;
+  std::string key_ = "/";
+  std::string qos_text_;
+};
+
+}  // namespace
+
+Result<PodRequest> ParsePodRequest(const json& pod, const Config& config, const Annotations& workload) {
+  return Parser(pod, config, workload).Parse();
+}
+
+Annotations AnnotationsOf(const json& object) {
+  Annotations out;
+  const json* meta = Field(object, "metadata");
+  const json* annotations = meta ? Field(*meta, "annotations") : nullptr;
+  if (!annotations || !annotations->is_object()) return out;
+  for (const auto& [k, v] : annotations->items()) {
+    if (v.is_string()) out.emplace(k, v.get<std::string>());
+  }
+  return out;
+}
+
+std::optional<OwnerRef> ControllerOf(const json& object) {
+  const json* meta = Field(object, "metadata");
+  const json* owners = meta ? Field(*meta, "ownerReferences") : nullptr;
+  if (!owners || !owners->is_array()) return std::nullopt;
+  for (const json& o : *owners) {
+    const json* controller = Field(o, "controller");
+    if (controller && controller->is_boolean() && controller->get<bool>()) {
+      return OwnerRef{StringField(o, "apiVersion"), StringField(o, "kind"), StringField(o, "name")};
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace mgpu

@@ -1,0 +1,258 @@
+#include "common/request.h"
+
+#include <gtest/gtest.h>
+
+#include "common/test_util.h"
+
+namespace mgpu {
+namespace {
+
+using test::MustParse;
+using test::Yaml;
+
+// A pod with one container `c` asking `limits` (a YAML flow mapping) and the given annotations.
+nlohmann::json Pod(const std::string& limits, const std::string& annotations = "{}") {
+  return Yaml("metadata: {name: p, namespace: ns, uid: u1, annotations: " + annotations +
+              "}\nspec: {containers: [{name: c, resources: {limits: " + limits + "}}]}");
+}
+
+std::string Error(const nlohmann::json& pod, const Config& config = Config(),
+                  const Annotations& workload = {}) {
+  auto r = ParsePodRequest(pod, config, workload);
+  return r.ok() ? "(parsed)" : r.message();
+}
+
+TEST(Request, OnlinePodWithCoreAndMemory) {
+  PodRequest r = MustParse(Pod("{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 4096}"));
+  EXPECT_EQ(r.Key(), "ns/p");
+  EXPECT_EQ(r.uid, "u1");
+  EXPECT_EQ(r.qos, Qos::kOnline);
+  EXPECT_FALSE(r.dedicated);
+  EXPECT_EQ(r.compute_policy, ComputePolicy::kFixedShare);
+  ASSERT_EQ(r.containers.size(), 1u);
+  EXPECT_EQ(r.containers[0], (ContainerRequest{"c", false, 30, 0, 4096, 1}));
+}
+
+TEST(Request, OfflinePodByAnnotationOrByAskingReclaimedCore) {
+  for (const char* annotations : {"{katalyst.kubewharf.io/qos_level: reclaimed_cores}", "{}"}) {
+    PodRequest r =
+        MustParse(Pod("{mgpu.io/reclaimed-mgpu-core: 30, mgpu.io/mgpu-memory: 4096}", annotations));
+    EXPECT_EQ(r.qos, Qos::kOffline) << annotations;
+    ASSERT_EQ(r.containers.size(), 1u);
+    EXPECT_EQ(r.containers[0], (ContainerRequest{"c", false, 0, 30, 4096, 1}));
+  }
+}
+
+TEST(Request, PodWithoutGpuResourcesHasNoContainers) {
+  PodRequest r = MustParse(Pod("{cpu: 1, example.com/gpu: 2}"));
+  EXPECT_FALSE(r.AsksForGpu());
+  EXPECT_FALSE(MustParse(Yaml("metadata: {name: x}\nspec: {}")).AsksForGpu());
+}
+
+TEST(Request, MultiCardFromCoreAboveOneHundredOrFromGpuCount) {
+  PodRequest whole = MustParse(Pod("{mgpu.io/mgpu-core: 200, mgpu.io/mgpu-memory: 8192}"));
+  EXPECT_EQ(whole.containers[0].card_count, 2);
+  EXPECT_EQ(whole.containers[0].CorePerCard(), 100);
+  EXPECT_EQ(whole.containers[0].MemoryPerCardMiB(), 4096);
+  PodRequest split =
+      MustParse(Pod("{mgpu.io/mgpu-core: 60, mgpu.io/mgpu-memory: 8192}", "{mgpu.io/gpu-count: '2'}"));
+  EXPECT_EQ(split.containers[0].card_count, 2);
+  EXPECT_EQ(split.containers[0].CorePerCard(), 30);
+}
+
+TEST(Request, RequestsDefaultToLimitsAndMustEqualThem) {
+  auto pod = Yaml(R"(
+metadata: {name: p, namespace: ns}
+spec:
+  containers:
+  - name: c
+    resources:
+      requests: {mgpu.io/mgpu-core: "30", mgpu.io/mgpu-memory: 4Ki}
+)");
+  EXPECT_EQ(MustParse(pod).containers[0].memory_mib, 4096);
+  auto differ = Yaml(R"(
+metadata: {name: p, namespace: ns}
+spec:
+  containers:
+  - name: c
+    resources:
+      limits: {mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 4096}
+      requests: {mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 2048}
+)");
+  EXPECT_EQ(Error(differ),
+            "pod ns/p container c: requests (2048) and limits (4096) of mgpu.io/mgpu-memory differ; extended "
+            "resources "
+            "need them equal");
+}
+
+TEST(Request, MemoryIsCountedInTheConfiguredUnit) {
+  Config config;
+  config.memory_unit_mib = 16;
+  PodRequest r = MustParse(Pod("{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 256}"), config);
+  EXPECT_EQ(r.containers[0].memory_mib, 4096);
+}
+
+TEST(Request, ReadsInitAndAppContainersAndSkipsThoseWithoutGpu) {
+  auto pod = Yaml(R"(
+metadata: {name: p, namespace: ns}
+spec:
+  initContainers:
+  - {name: warm, resources: {limits: {mgpu.io/mgpu-core: 10, mgpu.io/mgpu-memory: 1024}}}
+  containers:
+  - {name: sidecar, resources: {limits: {cpu: 1}}}
+  - {name: main, resources: {limits: {mgpu.io/mgpu-core: 50, mgpu.io/mgpu-memory: 2048}}}
+)");
+  PodRequest r = MustParse(pod);
+  ASSERT_EQ(r.containers.size(), 2u);
+  EXPECT_EQ(r.containers[0].name, "warm");
+  EXPECT_TRUE(r.containers[0].init);
+  EXPECT_EQ(r.containers[1].name, "main");
+  EXPECT_FALSE(r.containers[1].init);
+}
+
+TEST(Request, AnnotationsComeFromThePodThenItsWorkload) {
+  const Annotations workload = {{"katalyst.kubewharf.io/qos_level", "reclaimed_cores"},
+                                {"mgpu.io/mgpu-compute-policy", "guaranteed-burst-share"},
+                                {"mgpu.io/gpu-policy", "spread"},
+                                {"mgpu.io/node-policy", "spread"}};
+  PodRequest r =
+      MustParse(Pod("{mgpu.io/reclaimed-mgpu-core: 30, mgpu.io/mgpu-memory: 4096}"), Config(), workload);
+  EXPECT_EQ(r.qos, Qos::kOffline);
+  EXPECT_EQ(r.compute_policy, ComputePolicy::kGuaranteedBurstShare);
+  EXPECT_EQ(r.card_policy, CardPolicy::kSpread);
+  EXPECT_EQ(r.node_policy, NodePolicy::kSpread);
+  // The pod's own annotation wins.
+  PodRequest own = MustParse(Pod("{mgpu.io/reclaimed-mgpu-core: 30, mgpu.io/mgpu-memory: 4096}",
+                                 "{mgpu.io/mgpu-compute-policy: fixed-share}"),
+                             Config(), workload);
+  EXPECT_EQ(own.compute_policy, ComputePolicy::kFixedShare);
+}
+
+TEST(Request, DefaultsComeFromConfig) {
+  Config config;
+  config.default_compute_policy = ComputePolicy::kNativeBurstShare;
+  config.default_card_policy = CardPolicy::kSpread;
+  config.default_node_policy = NodePolicy::kSpread;
+  PodRequest r = MustParse(Pod("{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 4096}"), config);
+  EXPECT_EQ(r.compute_policy, ComputePolicy::kNativeBurstShare);
+  EXPECT_EQ(r.card_policy, CardPolicy::kSpread);
+  EXPECT_EQ(r.node_policy, NodePolicy::kSpread);
+}
+
+TEST(Request, DedicatedCoresTakeWholeCards) {
+  PodRequest r = MustParse(Pod("{mgpu.io/mgpu-core: 200, mgpu.io/mgpu-memory: 16384}",
+                               "{katalyst.kubewharf.io/qos_level: dedicated_cores}"));
+  EXPECT_TRUE(r.dedicated);
+  EXPECT_EQ(r.qos, Qos::kOnline);
+  EXPECT_EQ(r.containers[0].card_count, 2);
+  EXPECT_EQ(Error(Pod("{mgpu.io/mgpu-core: 50, mgpu.io/mgpu-memory: 1024}",
+                      "{katalyst.kubewharf.io/qos_level: dedicated_cores}")),
+            "pod ns/p container c: dedicated_cores pods take whole cards, so mgpu.io/mgpu-core must be 100, "
+            "got 50");
+}
+
+// Every rule of DESIGN §3, each with the sentence a user sees.
+TEST(Request, RejectsEveryBrokenRuleWithOneSentence) {
+  struct Case {
+    std::string limits, annotations, error;
+  };
+  const std::vector<Case> cases = {
+      {"{mgpu.io/mgpu-core: 30}", "{}",
+       "pod ns/p container c: mgpu.io/mgpu-memory is required with mgpu.io/mgpu-core"},
+      {"{mgpu.io/mgpu-memory: 30}", "{}",
+       "pod ns/p container c: mgpu.io/mgpu-core is required with mgpu.io/mgpu-memory for an online pod"},
+      {"{mgpu.io/mgpu-core: 150, mgpu.io/mgpu-memory: 4096}", "{}",
+       "pod ns/p container c: mgpu.io/mgpu-core 150 is above 100, so it must be a multiple of 100 (whole "
+       "cards) or "
+       "come with mgpu.io/gpu-count"},
+      {"{mgpu.io/mgpu-core: 2, mgpu.io/mgpu-memory: 1024}", "{}",
+       "pod ns/p container c: mgpu.io/mgpu-core 2 is below the minimum of 5 (minCorePercent)"},
+      {"{mgpu.io/mgpu-core: 8, mgpu.io/mgpu-memory: 1024}", "{mgpu.io/gpu-count: '2'}",
+       "pod ns/p container c: mgpu.io/mgpu-core 4 per card is below the minimum of 5 (minCorePercent)"},
+      {"{mgpu.io/mgpu-core: 200, mgpu.io/mgpu-memory: 1024}", "{mgpu.io/gpu-count: '1'}",
+       "pod ns/p container c: mgpu.io/mgpu-core 200 is above 100"},
+      {"{mgpu.io/reclaimed-mgpu-core: 30, mgpu.io/mgpu-memory: 1024}",
+       "{katalyst.kubewharf.io/qos_level: shared_cores}",
+       "pod ns/p container c: mgpu.io/reclaimed-mgpu-core is for offline pods, but this pod is shared_cores "
+       "(online)"},
+      {"{mgpu.io/reclaimed-mgpu-core: 60, mgpu.io/mgpu-memory: 8192}",
+       "{katalyst.kubewharf.io/qos_level: reclaimed_cores, mgpu.io/gpu-count: '2'}",
+       "pod ns/p container c: offline pods use one card, but mgpu.io/gpu-count is 2"},
+      {"{mgpu.io/reclaimed-mgpu-core: 30, mgpu.io/mgpu-memory: 1024}",
+       "{katalyst.kubewharf.io/qos_level: reclaimed_cores, mgpu.io/mgpu-compute-policy: native-burst-share}",
+       "pod ns/p: offline pods share a card only under fixed-share or guaranteed-burst-share, but "
+       "mgpu.io/mgpu-compute-policy is native-burst-share"},
+      {"{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 1024}",
+       "{katalyst.kubewharf.io/qos_level: premium_cores}",
+       "pod ns/p: katalyst.kubewharf.io/qos_level \"premium_cores\" is not one of shared_cores, "
+       "reclaimed_cores, "
+       "dedicated_cores"},
+      {"{mgpu.io/mgpu-core: 61, mgpu.io/mgpu-memory: 8192}", "{mgpu.io/gpu-count: '2'}",
+       "pod ns/p container c: mgpu.io/mgpu-core 61 does not divide evenly over 2 cards"},
+      {"{mgpu.io/mgpu-core: 60, mgpu.io/mgpu-memory: 8191}", "{mgpu.io/gpu-count: '2'}",
+       "pod ns/p container c: mgpu.io/mgpu-memory 8191 does not divide evenly over 2 cards"},
+      {"{mgpu.io/mgpu-core: 30, mgpu.io/reclaimed-mgpu-core: 30, mgpu.io/mgpu-memory: 1024}",
+       "{katalyst.kubewharf.io/qos_level: reclaimed_cores}",
+       "pod ns/p container c: an offline pod must not ask for mgpu.io/mgpu-core (it uses "
+       "mgpu.io/reclaimed-mgpu-core)"},
+      {"{mgpu.io/reclaimed-mgpu-core: 30}", "{}",
+       "pod ns/p container c: mgpu.io/mgpu-memory is required with mgpu.io/reclaimed-mgpu-core"},
+      {"{mgpu.io/mgpu-memory: 1024}", "{katalyst.kubewharf.io/qos_level: reclaimed_cores}",
+       "pod ns/p container c: mgpu.io/reclaimed-mgpu-core is required with mgpu.io/mgpu-memory for an "
+       "offline pod"},
+      {"{mgpu.io/reclaimed-mgpu-core: 130, mgpu.io/mgpu-memory: 1024}", "{}",
+       "pod ns/p container c: mgpu.io/reclaimed-mgpu-core 130 is above 100 (offline pods use one card)"},
+      {"{mgpu.io/reclaimed-mgpu-core: 3, mgpu.io/mgpu-memory: 1024}", "{}",
+       "pod ns/p container c: mgpu.io/reclaimed-mgpu-core 3 is below the minimum of 5 (minCorePercent)"},
+      {"{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 1024}", "{mgpu.io/gpu-count: 'two'}",
+       "pod ns/p: mgpu.io/gpu-count \"two\" is not a whole number from 1 to 128"},
+      {"{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 1024}", "{mgpu.io/gpu-count: '0'}",
+       "pod ns/p: mgpu.io/gpu-count \"0\" is not a whole number from 1 to 128"},
+      {"{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 1024}", "{mgpu.io/mgpu-compute-policy: best-effort}",
+       "pod ns/p: mgpu.io/mgpu-compute-policy \"best-effort\" is not one of fixed-share, "
+       "guaranteed-burst-share, "
+       "native-burst-share"},
+      {"{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 1024}", "{mgpu.io/gpu-policy: random}",
+       "pod ns/p: mgpu.io/gpu-policy \"random\" is not one of binpack, spread"},
+      {"{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 1024}", "{mgpu.io/node-policy: random}",
+       "pod ns/p: mgpu.io/node-policy \"random\" is not one of binpack, spread"},
+      {"{mgpu.io/mgpu-core: 30.5, mgpu.io/mgpu-memory: 1024}", "{}",
+       "pod ns/p container c: limits of mgpu.io/mgpu-core: 30.5 is not a whole number"},
+      {"{mgpu.io/mgpu-core: '30', mgpu.io/mgpu-memory: '1.1Ki'}", "{}",
+       "pod ns/p container c: limits of mgpu.io/mgpu-memory: \"1.1Ki\" is not a whole number"},
+      {"{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 1099511627777}", "{}",
+       "pod ns/p container c: mgpu.io/mgpu-memory 1099511627777 is larger than any card"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(Error(Pod(c.limits, c.annotations)), c.error) << c.limits << " " << c.annotations;
+  }
+}
+
+TEST(Request, MalformedPodsAreErrorsNotCrashes) {
+  EXPECT_EQ(Error(nlohmann::json::array()), "the pod is not a JSON object");
+  EXPECT_EQ(Error(Yaml("metadata: {name: p, namespace: ns}\nspec: {containers: 3}")),
+            "pod ns/p: spec.containers is not a list");
+  // Odd shapes inside a container are read as "asks for nothing" rather than crashing.
+  EXPECT_FALSE(
+      MustParse(Yaml("metadata: 1\nspec: {containers: [1, {resources: 2}, {resources: {limits: 3}}]}"))
+          .AsksForGpu());
+}
+
+TEST(Request, ControllerOfReadsTheControllingOwner) {
+  auto pod = Yaml(R"(
+metadata:
+  name: p
+  ownerReferences:
+  - {apiVersion: v1, kind: Node, name: n, controller: false}
+  - {apiVersion: apps/v1, kind: ReplicaSet, name: web-5d9c, controller: true}
+)");
+  auto owner = ControllerOf(pod);
+  ASSERT_TRUE(owner.has_value());
+  EXPECT_EQ(owner->kind, "ReplicaSet");
+  EXPECT_EQ(owner->name, "web-5d9c");
+  EXPECT_EQ(owner->api_version, "apps/v1");
+  EXPECT_FALSE(ControllerOf(Yaml("metadata: {name: p}")).has_value());
+}
+
+}  // namespace
+}  // namespace mgpu

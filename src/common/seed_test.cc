@@ -1,0 +1,95 @@
+// The seed scenarios of ../shared/fixtures/seed-scenarios, under resourceDomain vke.volcengine.com.
+#include <gtest/gtest.h>
+
+#include "common/allocator.h"
+#include "common/manifest.h"
+#include "common/test_util.h"
+
+namespace mgpu {
+namespace {
+
+const std::string kSeeds = std::string(MGPU_SHARED_DIR) + "/fixtures/seed-scenarios/";
+
+Config Volcengine() {
+  Config c;
+  c.resource_domain = "vke.volcengine.com";
+  return c;
+}
+
+std::vector<ManifestPod> Load(const std::string& file) {
+  auto pods = PodsOfManifests(test::ReadFile(kSeeds + file));
+  EXPECT_TRUE(pods.ok()) << (pods.ok() ? "" : pods.message());
+  return pods.ok() ? *pods : std::vector<ManifestPod>{};
+}
+
+TEST(Seeds, OnlineAndOfflineReplicasShareOneCard) {
+  const auto pods = Load("online-offline.yaml");
+  ASSERT_EQ(pods.size(), 4u);
+  NodeState node = test::Node("n", 1, 24576, Volcengine());
+  for (const ManifestPod& m : pods) {
+    PodRequest req = test::MustParse(m.pod, Volcengine(), m.workload);
+    EXPECT_EQ(req.compute_policy,
+              ComputePolicy::kGuaranteedBurstShare);  // from the Deployment, not the template
+    auto a = ChooseCards(node, req);
+    ASSERT_TRUE(a.ok()) << a.message();
+    ASSERT_TRUE(Apply(node, req, *a).ok());
+  }
+  EXPECT_EQ(node.cards[0].usage.core, 60);
+  EXPECT_EQ(node.cards[0].usage.reclaimed_core, 60);
+  EXPECT_EQ(node.cards[0].usage.memory_mib, 16384);
+  EXPECT_EQ(node.cards[0].usage.offline_holders, 2);
+}
+
+TEST(Seeds, EmrStylePodTakesThirtyPercentAndFourGiB) {
+  const auto pods = Load("emr-style.yaml");
+  ASSERT_EQ(pods.size(), 1u);
+  PodRequest req = test::MustParse(pods[0].pod, Volcengine());
+  EXPECT_EQ(req.qos, Qos::kOnline);
+  ASSERT_EQ(req.containers.size(), 1u);
+  EXPECT_EQ(req.containers[0].core, 30);
+  EXPECT_EQ(req.containers[0].memory_mib, 4096);
+}
+
+TEST(Seeds, EveryBadRequestIsRejectedWithItsSentence) {
+  const std::map<std::string, std::string> expected = {
+      {"core-without-memory",
+       "pod default/core-without-memory container c: vke.volcengine.com/mgpu-memory is required with "
+       "vke.volcengine.com/mgpu-core"},
+      {"core-150",
+       "pod default/core-150 container c: vke.volcengine.com/mgpu-core 150 is above 100, so it must be a "
+       "multiple of "
+       "100 (whole cards) or come with vke.volcengine.com/gpu-count"},
+      {"core-too-small",
+       "pod default/core-too-small container c: vke.volcengine.com/mgpu-core 2 is below the minimum of 5 "
+       "(minCorePercent)"},
+      {"online-asks-reclaimed",
+       "pod default/online-asks-reclaimed container c: vke.volcengine.com/reclaimed-mgpu-core is for offline "
+       "pods, but "
+       "this pod is shared_cores (online)"},
+      {"offline-multi-card",
+       "pod default/offline-multi-card container c: offline pods use one card, but "
+       "vke.volcengine.com/gpu-count is 2"},
+      {"offline-native-burst",
+       "pod default/offline-native-burst: offline pods share a card only under fixed-share or "
+       "guaranteed-burst-share, "
+       "but vke.volcengine.com/mgpu-compute-policy is native-burst-share"},
+      {"unknown-qos",
+       "pod default/unknown-qos: katalyst.kubewharf.io/qos_level \"premium_cores\" is not one of "
+       "shared_cores, "
+       "reclaimed_cores, dedicated_cores"},
+      {"uneven-split",
+       "pod default/uneven-split container c: vke.volcengine.com/mgpu-core 61 does not divide evenly over 2 "
+       "cards"},
+  };
+  const auto pods = Load("bad-requests.yaml");
+  ASSERT_EQ(pods.size(), expected.size());
+  for (const ManifestPod& m : pods) {
+    const std::string name = m.pod["metadata"]["name"];
+    auto r = ParsePodRequest(m.pod, Volcengine(), m.workload);
+    ASSERT_FALSE(r.ok()) << name;
+    EXPECT_EQ(r.message(), expected.at(name));
+  }
+}
+
+}  // namespace
+}  // namespace mgpu
