@@ -167,13 +167,17 @@ NodeState MakeNodeState(std::string name, const NodeInventory& inventory, const 
   return node;
 }
 
-Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod) {
+Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod, const WorkloadModel* workload) {
   // Later containers see the earlier ones' cards as taken.
   std::vector<CardUsage> usage;
   usage.reserve(node.cards.size());
   for (const CardState& card : node.cards) usage.push_back(card.usage);
+  const bool fragmentation = pod.card_policy == CardPolicy::kFragmentation && pod.qos == Qos::kOnline &&
+                             workload != nullptr && !workload->Empty();
+  std::vector<int> free;  // for the fragmentation policy: online core left per card
   Assignment out;
   struct Candidate {
+    double key;  // lower is better
     double free_after;
     int index;
     size_t position;
@@ -183,18 +187,31 @@ Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod) {
   for (const ContainerRequest& c : pod.containers) {
     const Holder h = HolderOf(pod, c);
     const CardShare amount = ShareOf(c, {});
+    if (fragmentation) {
+      free.clear();
+      for (size_t i = 0; i < node.cards.size(); ++i) {
+        const bool open = node.cards[i].card.healthy && usage[i].exclusive_holders == 0;
+        free.push_back(open ? 100 - usage[i].core : 0);
+      }
+    }
     fits.clear();
     for (size_t i = 0; i < node.cards.size(); ++i) {
       const CardState& card = node.cards[i];
-      if (!Check(card, usage[i], h, amount))
-        fits.push_back({FreeAfter(card, usage[i], h, amount), card.card.index, i});
+      if (Check(card, usage[i], h, amount)) continue;
+      const double free_after = FreeAfter(card, usage[i], h, amount);
+      double key = pod.card_policy == CardPolicy::kSpread ? -free_after : free_after;
+      if (fragmentation) {
+        free[i] -= amount.core;
+        key = workload->Fragmentation(free);
+        free[i] += amount.core;
+      }
+      fits.push_back({key, free_after, card.card.index, i});
     }
     if (fits.size() < static_cast<size_t>(c.card_count))
       return Error{WhyNot(node, usage, pod, c, fits.size())};
-    const bool spread = pod.card_policy == CardPolicy::kSpread;
-    std::sort(fits.begin(), fits.end(), [spread](const Candidate& a, const Candidate& b) {
-      if (a.free_after != b.free_after)
-        return spread ? a.free_after > b.free_after : a.free_after < b.free_after;
+    std::sort(fits.begin(), fits.end(), [](const Candidate& a, const Candidate& b) {
+      if (a.key != b.key) return a.key < b.key;
+      if (a.free_after != b.free_after) return a.free_after < b.free_after;
       return a.index < b.index;
     });
     fits.resize(c.card_count);
@@ -265,11 +282,13 @@ Status Release(NodeState& node, const PodRequest& pod, const Assignment& assignm
   return Status::Ok();
 }
 
-int ScoreNode(const NodeState& node, const Assignment& assignment, NodePolicy policy) {
+double PlacementCost(const NodeState& node, const Assignment& assignment, NodePolicy policy,
+                     const WorkloadModel* workload) {
+  NodeState after;
+  after.cards.reserve(node.cards.size());
   double used = 0;
   int healthy = 0;
   for (const CardState& card : node.cards) {
-    if (!card.card.healthy) continue;
     CardUsage u = card.usage;
     for (const ContainerAssignment& ca : assignment.containers) {
       for (const CardShare& s : ca.cards) {
@@ -279,13 +298,34 @@ int ScoreNode(const NodeState& node, const Assignment& assignment, NodePolicy po
         u.memory_mib += s.memory_mib;
       }
     }
-    used +=
-        (Fraction(std::max(u.core, u.reclaimed_core), 100) + Fraction(u.memory_mib, card.capacity_mib)) / 2;
-    ++healthy;
+    if (card.card.healthy) {
+      used +=
+          (Fraction(std::max(u.core, u.reclaimed_core), 100) + Fraction(u.memory_mib, card.capacity_mib)) / 2;
+      ++healthy;
+    }
+    if (policy == NodePolicy::kFragmentation)
+      after.cards.push_back(CardState{card.card, card.capacity_mib, u});
   }
   const double fullness = healthy > 0 ? std::min(1.0, used / healthy) : 0.0;
-  const int score = static_cast<int>(std::lround(10 * fullness));
-  return policy == NodePolicy::kBinpack ? score : 10 - score;
+  if (policy == NodePolicy::kSpread) return fullness;
+  if (policy == NodePolicy::kFragmentation && workload != nullptr && !workload->Empty()) {
+    // Fragmentation growth first; among equal growth, the fuller node (binpack) wins.
+    return workload->Fragmentation(after) - workload->Fragmentation(node) - 1e-3 * fullness;
+  }
+  return -fullness;
+}
+
+std::vector<int> ExtenderScores(const std::vector<double>& costs) {
+  std::vector<double> distinct = costs;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  std::vector<int> scores;
+  scores.reserve(costs.size());
+  for (double c : costs) {
+    const auto rank = std::lower_bound(distinct.begin(), distinct.end(), c) - distinct.begin();
+    scores.push_back(static_cast<int>(std::max<std::ptrdiff_t>(0, 10 - rank)));
+  }
+  return scores;
 }
 
 }  // namespace mgpu

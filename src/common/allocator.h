@@ -4,8 +4,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "common/config.h"
+#include "common/fragmentation.h"
 #include "common/model.h"
 #include "common/result.h"
 
@@ -16,9 +18,11 @@ namespace mgpu {
 NodeState MakeNodeState(std::string name, const NodeInventory& inventory, const Config& config);
 
 // Chooses cards for every GPU container of `pod` by the pod's card policy: binpack takes the feasible cards
-// left with the least free capacity, spread the most; ties go to the lower card index. Fails with a sentence
-// a person can act on ("no card can take ...: best card ... has ...").
-Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod);
+// left with the least free capacity, spread the most, fragmentation those that grow the workload's expected
+// fragmentation least (binpack while `workload` is null or empty, and for offline pods); ties go to the lower
+// card index. Fails with a sentence a person can act on ("no card can take ...: best card ... has ...").
+Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod,
+                               const WorkloadModel* workload = nullptr);
 
 // Adds `assignment` to the node's usage. Every share is checked first (known healthy card, the container's
 // exact per-card amounts on distinct cards, every rule of §4); on error the node is unchanged.
@@ -27,8 +31,15 @@ Status Apply(NodeState& node, const PodRequest& pod, const Assignment& assignmen
 // Removes what Apply added; on error (the assignment was not applied) the node is unchanged.
 Status Release(NodeState& node, const PodRequest& pod, const Assignment& assignment);
 
-// 0..10 for placing `assignment` (from ChooseCards) on the node: binpack prefers fuller nodes, spread
-// emptier.
-int ScoreNode(const NodeState& node, const Assignment& assignment, NodePolicy policy);
+// What placing `assignment` (from ChooseCards) costs the node under `policy`; lower is better. binpack: minus
+// the node's fullness after placement; spread: the fullness; fragmentation: the growth of the workload's
+// expected fragmentation, the fuller node first among equals (binpack while the workload is null or empty).
+double PlacementCost(const NodeState& node, const Assignment& assignment, NodePolicy policy,
+                     const WorkloadModel* workload = nullptr);
+
+// kube-scheduler extender scores (0..10) for the costs of the candidate nodes: the lowest cost gets 10, the
+// next distinct cost 9, and so on down to 0, so the best node stays strictly best however close the costs
+// are.
+std::vector<int> ExtenderScores(const std::vector<double>& costs);
 
 }  // namespace mgpu

@@ -299,22 +299,31 @@ TEST(Allocator, FailureOnANodeWithNoCards) {
             "no card can take 30% core and 4096 MiB for container c: the node has no cards");
 }
 
-TEST(Allocator, ScoresPreferFullerNodesForBinpackEmptierForSpread) {
+TEST(Allocator, CostsPreferFullerNodesForBinpackEmptierForSpread) {
   NodeState empty = Node("e", 2, 24576);
   NodeState busy = Node("b", 2, 24576);
   ASSERT_TRUE(Place(busy, Online("x", 100, 24576)).error.empty());
   PodRequest pod = Online("p", 50, 12288);
   auto on_empty = *ChooseCards(empty, pod);
   auto on_busy = *ChooseCards(busy, pod);
-  EXPECT_EQ(ScoreNode(empty, on_empty, NodePolicy::kBinpack), 3);  // (0.5 + 0.5) / 2 cards / 2 dims, rounded
-  EXPECT_EQ(ScoreNode(busy, on_busy, NodePolicy::kBinpack), 8);
-  EXPECT_EQ(ScoreNode(empty, on_empty, NodePolicy::kSpread), 7);
-  EXPECT_EQ(ScoreNode(busy, on_busy, NodePolicy::kSpread), 2);
-  for (NodePolicy p : {NodePolicy::kBinpack, NodePolicy::kSpread}) {
-    const int s = ScoreNode(busy, on_busy, p);
-    EXPECT_GE(s, 0);
-    EXPECT_LE(s, 10);
-  }
+  EXPECT_DOUBLE_EQ(PlacementCost(empty, on_empty, NodePolicy::kBinpack),
+                   -0.25);  // (0.5 + 0.5) / 2 dims / 2 cards
+  EXPECT_DOUBLE_EQ(PlacementCost(busy, on_busy, NodePolicy::kBinpack), -0.75);
+  EXPECT_DOUBLE_EQ(PlacementCost(empty, on_empty, NodePolicy::kSpread), 0.25);
+  EXPECT_DOUBLE_EQ(PlacementCost(busy, on_busy, NodePolicy::kSpread), 0.75);
+}
+
+TEST(Allocator, ExtenderScoresRankCostsSoTheBestStaysBest) {
+  EXPECT_EQ(ExtenderScores({}), std::vector<int>{});
+  EXPECT_EQ(ExtenderScores({0.5}), std::vector<int>{10});
+  // Costs a hair apart still rank apart; equal costs share a score.
+  EXPECT_EQ(ExtenderScores({0.30001, 0.3, 0.9, 0.3}), (std::vector<int>{9, 10, 8, 10}));
+  std::vector<double> many;
+  for (int i = 0; i < 15; ++i) many.push_back(i);
+  const std::vector<int> scores = ExtenderScores(many);
+  EXPECT_EQ(scores.front(), 10);
+  EXPECT_EQ(scores[10], 0);
+  EXPECT_EQ(scores.back(), 0);
 }
 
 }  // namespace

@@ -148,8 +148,8 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
   r.Int("minCorePercent", c.min_core_percent, 1, 100);
   r.Enum("defaultComputePolicy", c.default_compute_policy, ParseComputePolicy,
          "fixed-share, guaranteed-burst-share, native-burst-share");
-  r.Enum("cardPolicy", c.default_card_policy, ParseCardPolicy, "binpack, spread");
-  r.Enum("nodePolicy", c.default_node_policy, ParseNodePolicy, "binpack, spread");
+  r.Enum("cardPolicy", c.default_card_policy, ParseCardPolicy, "binpack, spread, fragmentation");
+  r.Enum("nodePolicy", c.default_node_policy, ParseNodePolicy, "binpack, spread, fragmentation");
   r.Map("isolation", [&](MapReader& m) {
     m.Enum("backend", c.isolation.backend, ParseIsolationBackend, "none, hami-core, mps");
     m.String("hamiLibraryPath", c.isolation.hami_library_path);

@@ -94,7 +94,7 @@ TEST(Config, RejectsBadValuesWithTheirPath) {
   EXPECT_EQ(ParseConfig("minCorePercent: 101").message(),
             "config: minCorePercent must be between 1 and 100, got 101");
   EXPECT_EQ(ParseConfig("cardPolicy: random").message(),
-            "config: cardPolicy must be one of binpack, spread, got \"random\"");
+            "config: cardPolicy must be one of binpack, spread, fragmentation, got \"random\"");
   EXPECT_EQ(
       ParseConfig("defaultComputePolicy: best").message(),
       "config: defaultComputePolicy must be one of fixed-share, guaranteed-burst-share, native-burst-share, "

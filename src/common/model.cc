@@ -12,13 +12,15 @@ constexpr std::array<std::pair<ComputePolicy, std::string_view>, 3> kComputePoli
     {ComputePolicy::kGuaranteedBurstShare, "guaranteed-burst-share"},
     {ComputePolicy::kNativeBurstShare, "native-burst-share"},
 }};
-constexpr std::array<std::pair<CardPolicy, std::string_view>, 2> kCardPolicies{{
+constexpr std::array<std::pair<CardPolicy, std::string_view>, 3> kCardPolicies{{
     {CardPolicy::kBinpack, "binpack"},
     {CardPolicy::kSpread, "spread"},
+    {CardPolicy::kFragmentation, "fragmentation"},
 }};
-constexpr std::array<std::pair<NodePolicy, std::string_view>, 2> kNodePolicies{{
+constexpr std::array<std::pair<NodePolicy, std::string_view>, 3> kNodePolicies{{
     {NodePolicy::kBinpack, "binpack"},
     {NodePolicy::kSpread, "spread"},
+    {NodePolicy::kFragmentation, "fragmentation"},
 }};
 constexpr std::array<std::pair<IsolationBackend, std::string_view>, 3> kIsolationBackends{{
     {IsolationBackend::kNone, "none"},

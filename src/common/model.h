@@ -14,9 +14,9 @@ namespace mgpu {
 enum class ComputePolicy { kFixedShare, kGuaranteedBurstShare, kNativeBurstShare };
 enum class Qos { kOnline, kOffline };
 // How cards are chosen inside a node.
-enum class CardPolicy { kBinpack, kSpread };
+enum class CardPolicy { kBinpack, kSpread, kFragmentation };
 // How nodes are scored.
-enum class NodePolicy { kBinpack, kSpread };
+enum class NodePolicy { kBinpack, kSpread, kFragmentation };
 enum class IsolationBackend { kNone, kHamiCore, kMps };
 
 std::string_view Name(ComputePolicy policy);

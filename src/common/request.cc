@@ -174,12 +174,13 @@ class Parser {
     }
     if (auto v = Lookup(names_.gpu_policy)) {
       auto p = ParseCardPolicy(*v);
-      if (!p) return Fail(names_.gpu_policy + " \"" + *v + "\" is not one of binpack, spread");
+      if (!p) return Fail(names_.gpu_policy + " \"" + *v + "\" is not one of binpack, spread, fragmentation");
       req.card_policy = *p;
     }
     if (auto v = Lookup(names_.node_policy)) {
       auto p = ParseNodePolicy(*v);
-      if (!p) return Fail(names_.node_policy + " \"" + *v + "\" is not one of binpack, spread");
+      if (!p)
+        return Fail(names_.node_policy + " \"" + *v + "\" is not one of binpack, spread, fragmentation");
       req.node_policy = *p;
     }
     if (req.qos == Qos::kOffline && req.compute_policy == ComputePolicy::kNativeBurstShare) {

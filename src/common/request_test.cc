@@ -213,9 +213,9 @@ TEST(Request, RejectsEveryBrokenRuleWithOneSentence) {
        "guaranteed-burst-share, "
        "native-burst-share"},
       {"{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 1024}", "{mgpu.io/gpu-policy: random}",
-       "pod ns/p: mgpu.io/gpu-policy \"random\" is not one of binpack, spread"},
+       "pod ns/p: mgpu.io/gpu-policy \"random\" is not one of binpack, spread, fragmentation"},
       {"{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 1024}", "{mgpu.io/node-policy: random}",
-       "pod ns/p: mgpu.io/node-policy \"random\" is not one of binpack, spread"},
+       "pod ns/p: mgpu.io/node-policy \"random\" is not one of binpack, spread, fragmentation"},
       {"{mgpu.io/mgpu-core: 30.5, mgpu.io/mgpu-memory: 1024}", "{}",
        "pod ns/p container c: limits of mgpu.io/mgpu-core: 30.5 is not a whole number"},
       {"{mgpu.io/mgpu-core: '30', mgpu.io/mgpu-memory: '1.1Ki'}", "{}",

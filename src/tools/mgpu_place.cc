@@ -106,10 +106,10 @@ int Run(int argc, char** argv) {
       continue;
     }
     if (!req->AsksForGpu()) continue;
-    // Filter and score every node, then bind to the best (ties: the first node listed).
+    // Filter and cost every node, then bind to the cheapest (ties: the first node listed).
     NodeState* best = nullptr;
     Assignment best_assignment;
-    int best_score = -1;
+    double best_cost = 0;
     std::string reasons;
     for (NodeState& node : *nodes) {
       auto a = ChooseCards(node, *req);
@@ -117,8 +117,8 @@ int Run(int argc, char** argv) {
         reasons += "\n          " + node.name + ": " + a.message();
         continue;
       }
-      const int score = ScoreNode(node, *a, req->node_policy);
-      if (score > best_score) best = &node, best_score = score, best_assignment = *a;
+      const double cost = PlacementCost(node, *a, req->node_policy);
+      if (!best || cost < best_cost) best = &node, best_cost = cost, best_assignment = *a;
     }
     if (!best) {
       std::cout << "PENDING   " << key << " fits no node:" << reasons << "\n";

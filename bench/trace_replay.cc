@@ -1,0 +1,466 @@
+// Replays the openb production trace (../shared/traces/openb/README.md) onto an empty simulated cluster and
+// reports the GPU capacity each placement policy leaves unallocated.
+//
+// Protocol (the FGD paper's): sort the pod list by name, shuffle with the seed, inflate by sampling with
+// replacement until arrivals would pass 130 % of the cluster's GPUs, submit one by one, no departures.
+// Node feasibility: GPU model allowed by gpu_spec (a node selector), CPU and memory fit (kube-scheduler's
+// resource fit), and the GPU part through mgpu's own allocator (ChooseCards). One card = 100 mgpu-core, so
+// gpu_milli is rounded to the nearest percent.
+//
+// Policies: Random, BestFit and Packing are the paper's baselines, re-implemented in this harness from its
+// description; binpack, spread and fragmentation are mgpu's own card choice and node costs
+// (ChooseCards, PlacementCost) turned into extender scores (ExtenderScores). As in kube-scheduler, equal top
+// scores are broken at random. Card choice inside the node is always mgpu's binpack (best fit), also the
+// paper's default.
+//
+//   build/bench/mgpu_trace_replay [--traces default,gpushare40] [--policies bestfit,binpack] [--seeds 10]
+//                                 [--trace-dir DIR] [--threads 2] [--limit N]
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/allocator.h"
+
+namespace mgpu::bench {
+namespace {
+
+constexpr int kThresholds = 27;  // arrivals 0, 5, ..., 130 % of cluster GPUs
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, sep)) out.push_back(cur);
+  if (!s.empty() && s.back() == sep) out.push_back("");
+  return out;
+}
+
+struct TraceNode {
+  std::string name;
+  int64_t cpu_milli, memory_mib;
+  int gpus;
+  std::string model;
+};
+
+struct TracePod {
+  std::string name;
+  int64_t cpu_milli, memory_mib;
+  int num_gpu;
+  int gpu_milli;
+  std::vector<std::string> models;  // allowed; empty = any
+};
+
+// Per-card memory by model, for realism only: the paper's experiment does not constrain GPU memory.
+int64_t ModelMemoryMiB(const std::string& model) {
+  static const std::map<std::string, int64_t> kMiB = {{"P100", 16280},    {"T4", 15109},  {"V100M16", 16160},
+                                                      {"V100M32", 32510}, {"A10", 22731}, {"A100", 81251}};
+  auto it = kMiB.find(model);
+  return it == kMiB.end() ? 32768 : it->second;
+}
+
+std::vector<std::vector<std::string>> ReadCsv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    std::cerr << "cannot read " << path << "\n";
+    std::exit(1);
+  }
+  std::vector<std::vector<std::string>> rows;
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) rows.push_back(Split(line, ','));
+  }
+  return rows;
+}
+
+std::vector<TraceNode> LoadNodes(const std::string& dir) {
+  std::vector<TraceNode> nodes;
+  for (const auto& r : ReadCsv(dir + "/openb_node_list_gpu_node.csv")) {
+    nodes.push_back({r[0], std::stoll(r[1]), std::stoll(r[2]), std::stoi(r[3]), r[4]});
+  }
+  return nodes;
+}
+
+std::vector<TracePod> LoadPods(const std::string& path) {
+  std::vector<TracePod> pods;
+  for (const auto& r : ReadCsv(path)) {
+    TracePod p{r[0], std::stoll(r[1]), std::stoll(r[2]), std::stoi(r[3]), std::stoi(r[4]), {}};
+    if (r.size() > 5 && !r[5].empty()) p.models = Split(r[5], '|');
+    pods.push_back(std::move(p));
+  }
+  std::sort(pods.begin(), pods.end(), [](const TracePod& a, const TracePod& b) { return a.name < b.name; });
+  return pods;
+}
+
+enum class Policy { kRandom, kBestFit, kPacking, kBinpack, kSpread, kFragmentation };
+const std::vector<std::pair<Policy, std::string>> kPolicies = {
+    {Policy::kRandom, "Random"},      {Policy::kBestFit, "BestFit"},
+    {Policy::kPacking, "Packing"},    {Policy::kBinpack, "mgpu-binpack"},
+    {Policy::kSpread, "mgpu-spread"}, {Policy::kFragmentation, "mgpu-fragmentation"}};
+
+// Pod kinds for the failure breakdown.
+enum Kind { kCpuOnly, kShare, kOneGpu, kMultiGpu, kKinds };
+
+Kind KindOf(const TracePod& p) {
+  if (p.num_gpu == 0) return kCpuOnly;
+  if (p.num_gpu == 1 && p.gpu_milli < 1000) return kShare;
+  return p.num_gpu == 1 ? kOneGpu : kMultiGpu;
+}
+
+struct SimNode {
+  const TraceNode* trace;
+  NodeState gpu;
+  int64_t cpu_left, memory_left;
+};
+
+// The mgpu request a trace pod stands for; GPU memory is not constrained (0 MiB).
+PodRequest RequestOf(const TracePod& p) {
+  PodRequest r;
+  r.namespace_name = "openb";
+  r.name = p.name;
+  if (p.num_gpu == 0) return r;
+  const int per_card = p.num_gpu > 1 ? 100 : std::clamp((p.gpu_milli + 5) / 10, 1, 100);
+  r.containers.push_back(ContainerRequest{"main", false, per_card * p.num_gpu, 0, 0, p.num_gpu});
+  return r;
+}
+
+int64_t CoreLeft(const NodeState& n) {
+  int64_t left = 0;
+  for (const auto& c : n.cards) left += 100 - c.usage.core;
+  return left;
+}
+
+int FullyFree(const NodeState& n) {
+  int free = 0;
+  for (const auto& c : n.cards) free += c.usage.core == 0;
+  return free;
+}
+
+// The paper's BestFit: lower Σ w·(free − request)/maxSpec is better; scaled to an integer 0..100, higher
+// better.
+int64_t BestFitScore(const SimNode& n, const TracePod& p, const PodRequest& r) {
+  const double gpu_request = r.AsksForGpu() ? r.containers[0].core * 10.0 : 0.0;
+  double s =
+      0.5 * (n.cpu_left - p.cpu_milli) / 128000.0 + 0.5 * (CoreLeft(n.gpu) * 10.0 - gpu_request) / 8000.0;
+  return static_cast<int64_t>((1.0 - s) * 100);
+}
+
+// The paper's GpuPacking: a shared card first, then free cards on a used node, an empty node last.
+int64_t PackingScore(const SimNode& n, const PodRequest& r) {
+  if (!r.AsksForGpu()) return 0;
+  const NodeState& g = n.gpu;
+  const int free = FullyFree(g);
+  if (free == static_cast<int>(g.cards.size())) return std::max<int64_t>(100 / 3 - free, free);
+  std::vector<int> order(g.cards.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return g.cards[a].usage.core > g.cards[b].usage.core; });
+  const ContainerRequest& c = r.containers[0];
+  int need = c.card_count, free_used = 0;
+  int64_t left_on_used = 0;
+  for (int i : order) {
+    if (need == 0) break;
+    const int left = 100 - g.cards[i].usage.core;
+    if (c.CorePerCard() <= left) {
+      --need;
+      free_used += left == 100;
+      left_on_used += left;
+    }
+  }
+  if (free_used > 0) return std::max<int64_t>(100 / 2 - free_used, 100 / 3);
+  return std::max<int64_t>(100 - left_on_used / 10, 100 / 2);
+}
+
+// Random's card choice: any card that can take a sharing pod; whole cards as the allocator picks them.
+Result<Assignment> RandomCard(const NodeState& node, const PodRequest& req, std::mt19937_64& rng) {
+  const ContainerRequest& c = req.containers[0];
+  if (c.card_count > 1 || c.core == 100) return ChooseCards(node, req);
+  std::vector<const CardState*> fits;
+  for (const auto& card : node.cards) {
+    if (card.card.healthy && card.usage.core + c.core <= 100) fits.push_back(&card);
+  }
+  if (fits.empty()) return Error{"no card"};
+  const CardState* card = fits[std::uniform_int_distribution<size_t>(0, fits.size() - 1)(rng)];
+  return Assignment{{{c.name, {{card->card.uuid, c.core, 0, 0}}}}};
+}
+
+struct RunResult {
+  double allocated[kThresholds] = {};  // % of cluster GPUs allocated when arrivals reach 5·i %
+  int failed[kKinds] = {};
+  std::vector<double> decision_us;
+};
+
+RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<TracePod>& sorted,
+                 Policy policy, uint32_t seed, size_t limit) {
+  std::mt19937_64 rng(seed);
+  std::vector<TracePod> pods = sorted;
+  std::shuffle(pods.begin(), pods.end(), rng);
+  int64_t total_gpus = 0;
+  for (const auto& n : trace_nodes) total_gpus += n.gpus;
+  const double cap = 1.3 * static_cast<double>(total_gpus);
+  auto gpus_of = [](const TracePod& p) {
+    return p.num_gpu * RequestOf(p).containers.front().CorePerCard() / 100.0;
+  };
+  double requested = 0;
+  for (const auto& p : pods) requested += p.num_gpu ? gpus_of(p) : 0;
+  while (requested > cap && !pods.empty()) {  // already above: drop random pods
+    const size_t i = std::uniform_int_distribution<size_t>(0, pods.size() - 1)(rng);
+    requested -= pods[i].num_gpu ? gpus_of(pods[i]) : 0;
+    pods.erase(pods.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  for (;;) {  // inflate: sample with replacement until the next pod would pass 130 %
+    const TracePod& p = sorted[std::uniform_int_distribution<size_t>(0, sorted.size() - 1)(rng)];
+    const double g = p.num_gpu ? gpus_of(p) : 0;
+    if (requested + g > cap) break;
+    requested += g;
+    pods.push_back(p);
+  }
+  if (limit > 0 && pods.size() > limit) pods.resize(limit);
+
+  std::vector<SimNode> nodes;
+  nodes.reserve(trace_nodes.size());
+  for (const auto& t : trace_nodes) {
+    NodeInventory inv;
+    for (int i = 0; i < t.gpus; ++i) {
+      inv.cards.push_back(
+          Card{i, t.name + "-gpu" + std::to_string(i), t.model, ModelMemoryMiB(t.model), true});
+    }
+    nodes.push_back(SimNode{&t, MakeNodeState(t.name, inv, Config()), t.cpu_milli, t.memory_mib});
+  }
+
+  RunResult out;
+  out.decision_us.reserve(pods.size());
+  double arrived = 0, allocated = 0;
+  int next_threshold = 0;
+  const bool mgpu_policy =
+      policy == Policy::kBinpack || policy == Policy::kSpread || policy == Policy::kFragmentation;
+  NodePolicy node_policy = NodePolicy::kBinpack;
+  if (policy == Policy::kSpread) node_policy = NodePolicy::kSpread;
+  if (policy == Policy::kFragmentation) node_policy = NodePolicy::kFragmentation;
+  WorkloadModel workload;
+  std::vector<size_t> feasible, best;
+  std::vector<double> costs;
+  std::vector<int64_t> scores;
+  for (const TracePod& p : pods) {
+    PodRequest req = RequestOf(p);
+    if (policy == Policy::kFragmentation) req.card_policy = CardPolicy::kFragmentation;
+    const auto start = std::chrono::steady_clock::now();
+    workload.Observe(req);  // the extender learns every pod it is asked to filter
+    feasible.clear();
+    costs.clear();
+    scores.clear();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      SimNode& n = nodes[i];
+      if (n.cpu_left < p.cpu_milli || n.memory_left < p.memory_mib) continue;
+      if (!p.models.empty() && std::find(p.models.begin(), p.models.end(), n.trace->model) == p.models.end())
+        continue;
+      int64_t score = 0;
+      if (req.AsksForGpu()) {
+        auto a = ChooseCards(n.gpu, req, &workload);
+        if (!a.ok()) continue;
+        if (mgpu_policy) costs.push_back(PlacementCost(n.gpu, *a, node_policy, &workload));
+      } else if (mgpu_policy) {
+        costs.push_back(0);  // the extender does not see CPU-only pods
+      }
+      if (policy == Policy::kBestFit) score = BestFitScore(n, p, req);
+      if (policy == Policy::kPacking) score = PackingScore(n, req);
+      feasible.push_back(i);
+      scores.push_back(score);
+    }
+    if (mgpu_policy) {
+      const std::vector<int> extender = ExtenderScores(costs);
+      scores.assign(extender.begin(), extender.end());
+    }
+    best.clear();
+    int64_t best_score = INT64_MIN;
+    for (size_t k = 0; k < feasible.size(); ++k) {
+      if (scores[k] > best_score) {
+        best_score = scores[k];
+        best.assign(1, feasible[k]);
+      } else if (scores[k] == best_score) {
+        best.push_back(feasible[k]);
+      }
+    }
+    size_t pick = SIZE_MAX;
+    // Equal top scores: the paper's simulator takes the first node in name order (its baselines only
+    // reproduce that way); kube-scheduler, which ranks the extender's scores, picks one at random. Random
+    // scores all alike.
+    const bool random_tie = policy == Policy::kRandom || mgpu_policy;
+    if (!best.empty())
+      pick = random_tie ? best[std::uniform_int_distribution<size_t>(0, best.size() - 1)(rng)] : best[0];
+    if (pick != SIZE_MAX) {
+      SimNode& n = nodes[pick];
+      n.cpu_left -= p.cpu_milli;
+      n.memory_left -= p.memory_mib;
+      if (req.AsksForGpu()) {
+        auto a = policy == Policy::kRandom ? RandomCard(n.gpu, req, rng) : ChooseCards(n.gpu, req, &workload);
+        if (!a.ok() || !Apply(n.gpu, req, *a).ok()) {
+          std::cerr << "internal error: chosen node cannot take the pod\n";
+          std::exit(1);
+        }
+        allocated += gpus_of(p);
+      }
+    }
+    out.decision_us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+    if (pick == SIZE_MAX) out.failed[KindOf(p)]++;
+    arrived += p.num_gpu ? gpus_of(p) : 0;
+    while (next_threshold < kThresholds && arrived * 100.0 / total_gpus >= 5.0 * next_threshold) {
+      out.allocated[next_threshold++] = allocated * 100.0 / total_gpus;
+    }
+  }
+  for (; next_threshold < kThresholds; ++next_threshold)
+    out.allocated[next_threshold] = allocated * 100.0 / total_gpus;
+  return out;
+}
+
+// The published means per (trace, policy) at arrivals of 100 % and 130 %: unallocated GPU %.
+struct Published {
+  double at100 = NAN, at130 = NAN;
+};
+
+std::map<std::pair<std::string, std::string>, Published> LoadPublished(const std::string& dir) {
+  std::map<std::pair<std::string, std::string>, std::vector<std::pair<double, double>>> runs;
+  for (const auto& r : ReadCsv(dir + "/published_allocation_reference.csv")) {
+    // workload,sc_policy,tune,seed,total_gpus,0,5,...,130: allocated % at 100 is column 5 + 20.
+    if (r.size() < 5 + kThresholds) continue;
+    std::string trace = r[0].substr(r[0].find("list_") + 5);
+    std::string policy = r[1].substr(r[1].find('-') + 1);
+    runs[{trace, policy}].push_back({100 - std::stod(r[5 + 20]), 100 - std::stod(r[5 + 26])});
+  }
+  std::map<std::pair<std::string, std::string>, Published> out;
+  for (const auto& [key, v] : runs) {
+    Published p{0, 0};
+    for (const auto& [a, b] : v) p.at100 += a / v.size(), p.at130 += b / v.size();
+    out[key] = p;
+  }
+  return out;
+}
+
+struct Stats {
+  double mean = 0, sd = 0;
+};
+
+Stats MeanSd(const std::vector<double>& v) {
+  Stats s;
+  if (v.empty()) return s;
+  for (double x : v) s.mean += x / v.size();
+  for (double x : v) s.sd += (x - s.mean) * (x - s.mean);
+  s.sd = v.size() > 1 ? std::sqrt(s.sd / (v.size() - 1)) : 0;
+  return s;
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5))];
+}
+
+int Main(int argc, char** argv) {
+  std::string dir = std::string(MGPU_SHARED_DIR) + "/traces/openb";
+  std::vector<std::string> traces = {"default",    "cpu100",     "cpu200",    "gpushare40", "gpushare80",
+                                     "multigpu20", "multigpu40", "gpuspec10", "gpuspec20"};
+  std::vector<std::pair<Policy, std::string>> policies = kPolicies;
+  int seeds = 10;
+  size_t limit = 0;
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const std::string value = i + 1 < argc ? argv[i + 1] : "";
+    if (arg == "--trace-dir")
+      dir = value;
+    else if (arg == "--traces")
+      traces = Split(value, ',');
+    else if (arg == "--seeds")
+      seeds = std::stoi(value);
+    else if (arg == "--limit")
+      limit = std::stoul(value);
+    else if (arg == "--threads")
+      threads = static_cast<unsigned>(std::stoi(value));
+    else if (arg == "--policies") {
+      policies.clear();
+      for (const auto& name : Split(value, ',')) {
+        for (const auto& p : kPolicies) {
+          std::string lower = p.second;
+          std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+          if (lower == name || lower == "mgpu-" + name) policies.push_back(p);
+        }
+      }
+    } else {
+      std::cerr
+          << "usage: mgpu_trace_replay [--traces a,b] [--policies random,bestfit,packing,binpack,spread] "
+             "[--seeds N] [--trace-dir DIR] [--threads N] [--limit PODS]\n";
+      return 2;
+    }
+    ++i;
+  }
+  const auto nodes = LoadNodes(dir);
+  const auto published = LoadPublished(dir);
+  std::printf("openb trace replay: %zu nodes, seeds 42..%d, gpu_milli rounded to whole mgpu-core percent\n",
+              nodes.size(), 41 + seeds);
+  std::printf("%-11s %-13s %16s %16s %9s %9s  %-28s %9s %9s\n", "trace", "policy", "unalloc@100 %",
+              "unalloc@130 %", "paper@100", "FGD@100", "failed pods (cpu/share/1/multi)", "p50 us", "p99 us");
+  for (const std::string& trace : traces) {
+    const auto pods = LoadPods(dir + "/openb_pod_list_" + trace + ".csv");
+    struct Job {
+      Policy policy;
+      uint32_t seed;
+      RunResult result;
+    };
+    std::vector<Job> jobs;
+    for (const auto& [policy, name] : policies) {
+      for (int s = 0; s < seeds; ++s) jobs.push_back({policy, static_cast<uint32_t>(42 + s), {}});
+    }
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t) {
+      pool.emplace_back([&] {
+        for (size_t j; (j = next++) < jobs.size();)
+          jobs[j].result = Replay(nodes, pods, jobs[j].policy, jobs[j].seed, limit);
+      });
+    }
+    for (auto& t : pool) t.join();
+    for (const auto& [policy, name] : policies) {
+      std::vector<double> at100, at130, times;
+      double failed[kKinds] = {};
+      for (const Job& j : jobs) {
+        if (j.policy != policy) continue;
+        at100.push_back(100 - j.result.allocated[20]);
+        at130.push_back(100 - j.result.allocated[26]);
+        for (int k = 0; k < kKinds; ++k) failed[k] += static_cast<double>(j.result.failed[k]) / seeds;
+        times.insert(times.end(), j.result.decision_us.begin(), j.result.decision_us.end());
+      }
+      const Stats s100 = MeanSd(at100), s130 = MeanSd(at130);
+      auto fgd = published.find({trace, "FGD"});
+      auto pub = published.find({trace, name == "Packing" ? "GpuPacking" : name});
+      char failed_text[64];
+      std::snprintf(failed_text, sizeof failed_text, "%.0f/%.0f/%.0f/%.0f", failed[kCpuOnly], failed[kShare],
+                    failed[kOneGpu], failed[kMultiGpu]);
+      std::printf("%-11s %-13s %7.2f ± %5.2f  %7.2f ± %5.2f  %9s %9s  %-28s %9.1f %9.1f\n", trace.c_str(),
+                  name.c_str(), s100.mean, s100.sd, s130.mean, s130.sd,
+                  pub == published.end() ? "-" : std::to_string(pub->second.at100).substr(0, 5).c_str(),
+                  fgd == published.end() ? "-" : std::to_string(fgd->second.at100).substr(0, 5).c_str(),
+                  failed_text, Percentile(times, 0.5), Percentile(times, 0.99));
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace mgpu::bench
+
+int main(int argc, char** argv) { return mgpu::bench::Main(argc, argv); }

@@ -1,0 +1,104 @@
+#include "common/fragmentation.h"
+
+#include <gtest/gtest.h>
+
+#include "common/allocator.h"
+#include "common/test_util.h"
+
+namespace mgpu {
+namespace {
+
+PodRequest Online(int core, int cards = 1) {
+  PodRequest p;
+  p.namespace_name = "ns";
+  p.name = "p";
+  p.card_policy = CardPolicy::kFragmentation;
+  p.node_policy = NodePolicy::kFragmentation;
+  p.containers.push_back(ContainerRequest{"c", false, core, 0, 0, cards});
+  return p;
+}
+
+TEST(Fragmentation, NothingObservedMeansNoFragmentation) {
+  WorkloadModel w;
+  EXPECT_TRUE(w.Empty());
+  EXPECT_EQ(w.Fragmentation(std::vector<int>{30, 100}), 0);
+}
+
+TEST(Fragmentation, FreeCoreTooSmallForTheWorkloadIsLost) {
+  WorkloadModel w;
+  w.Observe(Online(50));
+  EXPECT_FALSE(w.Empty());
+  // Only 50 % pods come: 40 free on a card is lost, 60 and 100 are usable.
+  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{40, 60, 100}), 40);
+  w.Observe(Online(70));  // now half 50 %, half 70 %
+  EXPECT_NEAR(w.Fragmentation(std::vector<int>{40, 60, 100}), 40 + 0.5 * 60, 0.05);
+}
+
+TEST(Fragmentation, MultiCardShapesLoseTheWholeNodeWhenTooFewCardsFit) {
+  WorkloadModel w;
+  w.Observe(Online(200, 2));                                                   // two whole cards
+  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{100, 100, 30}), 30);       // partial card lost
+  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{100, 50, 30}), 180);       // nothing fits: all lost
+  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{100, 100, 100, 100}), 0);  // all usable
+}
+
+TEST(Fragmentation, OlderShapesDecay) {
+  WorkloadModel w(0.5);
+  w.Observe(Online(80));
+  for (int i = 0; i < 20; ++i) w.Observe(Online(20));
+  // 80 % pods are all but forgotten: a 50 % card is almost fully usable.
+  EXPECT_LT(w.Fragmentation(std::vector<int>{50}), 0.01);
+}
+
+TEST(Fragmentation, OfflinePodsAreNotTheOnlineWorkload) {
+  WorkloadModel w;
+  PodRequest off = Online(0);
+  off.qos = Qos::kOffline;
+  off.containers[0].reclaimed_core = 30;
+  w.Observe(off);
+  EXPECT_TRUE(w.Empty());
+}
+
+TEST(Fragmentation, FreeCoreSkipsUnhealthyAndDedicatedCards) {
+  NodeState node = test::Node("n", 3, 24576);
+  node.cards[0].usage.core = 30;
+  node.cards[1].card.healthy = false;
+  node.cards[2].usage.exclusive_holders = 1;
+  EXPECT_EQ(FreeCore(node), (std::vector<int>{70, 0, 0}));
+}
+
+// The card choice keeps the card the workload can still use.
+TEST(Fragmentation, CardChoiceAvoidsLeavingUnusableRemainders) {
+  WorkloadModel w;
+  for (int i = 0; i < 10; ++i) w.Observe(Online(50));
+  NodeState node = test::Node("n", 2, 24576);
+  node.cards[0].usage = {30, 0, 0, 1, 0, 0, 0, ComputePolicy::kFixedShare};  // 70 free
+  node.cards[1].usage = {50, 0, 0, 1, 0, 0, 0, ComputePolicy::kFixedShare};  // 50 free
+  // A 20 % pod: binpack takes the fuller card 1 (leaving 30, useless to 50 % pods); fragmentation takes card
+  // 0 (leaving 50, just right).
+  PodRequest pod = Online(20);
+  pod.card_policy = CardPolicy::kBinpack;
+  EXPECT_EQ(ChooseCards(node, pod, &w)->containers[0].cards[0].uuid, "GPU-n-1");
+  pod.card_policy = CardPolicy::kFragmentation;
+  EXPECT_EQ(ChooseCards(node, pod, &w)->containers[0].cards[0].uuid, "GPU-n-0");
+  EXPECT_EQ(ChooseCards(node, pod, nullptr)->containers[0].cards[0].uuid, "GPU-n-1");  // no model: binpack
+}
+
+TEST(Fragmentation, NodeCostIsTheGrowthOfFragmentation) {
+  WorkloadModel w;
+  for (int i = 0; i < 10; ++i) w.Observe(Online(50));
+  NodeState exact = test::Node("a", 1, 24576);
+  exact.cards[0].usage = {50, 0, 0, 1, 0, 0, 0, ComputePolicy::kFixedShare};
+  NodeState empty = test::Node("b", 1, 24576);
+  PodRequest pod = Online(50);
+  const double on_exact = PlacementCost(exact, *ChooseCards(exact, pod, &w), NodePolicy::kFragmentation, &w);
+  const double on_empty = PlacementCost(empty, *ChooseCards(empty, pod, &w), NodePolicy::kFragmentation, &w);
+  EXPECT_LT(on_exact, on_empty + 1e-9);
+  // A 30 % pod on the empty card leaves 70 (usable): on the half card it leaves 20 (lost).
+  PodRequest small = Online(30);
+  EXPECT_LT(PlacementCost(empty, *ChooseCards(empty, small, &w), NodePolicy::kFragmentation, &w),
+            PlacementCost(exact, *ChooseCards(exact, small, &w), NodePolicy::kFragmentation, &w));
+}
+
+}  // namespace
+}  // namespace mgpu
