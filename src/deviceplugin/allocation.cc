@@ -1,0 +1,280 @@
+#include "deviceplugin/allocation.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "common/allocator.h"
+
+namespace mgpu::dp {
+namespace {
+
+// The kubelet's available IDs of one resource, grouped by card.
+struct CardDevices {
+  std::vector<ParsedDeviceId> available;  // sorted by ordinal
+  std::vector<std::string> must_include;
+};
+
+const Card* FindCard(const std::vector<Card>& cards, std::string_view uuid) {
+  for (const Card& c : cards) {
+    if (c.uuid == uuid) return &c;
+  }
+  return nullptr;
+}
+
+std::string Name(Resource resource) { return std::string(ShortName(resource)); }
+
+Result<ParsedDeviceId> ReadId(const std::string& id, Resource resource, const std::vector<Card>& cards,
+                              const Config& config) {
+  auto parsed = ParseDeviceId(id);
+  if (!parsed.ok()) return parsed.error();
+  if (parsed->resource != resource) {
+    return Error{"device ID " + id + " is a " + Name(parsed->resource) + " device, asked for as " +
+                 Name(resource)};
+  }
+  const Card* card = FindCard(cards, parsed->card_uuid);
+  if (!card)
+    return Error{"device ID " + id + " names card " + parsed->card_uuid + ", which this node does not have"};
+  if (parsed->ordinal >= DevicesPerCard(*card, resource, config)) {
+    return Error{"device ID " + id + " is beyond the " +
+                 std::to_string(DevicesPerCard(*card, resource, config)) + " " + Name(resource) +
+                 " devices of card " + card->uuid};
+  }
+  return parsed;
+}
+
+Result<std::map<std::string, CardDevices>> GroupByCard(Resource resource, const PreferredRequest& request,
+                                                       const std::vector<Card>& cards, const Config& config) {
+  std::map<std::string, CardDevices> out;
+  for (const std::string& id : request.available) {
+    auto parsed = ReadId(id, resource, cards, config);
+    if (!parsed.ok()) return Error{"available " + parsed.message()};
+    out[parsed->card_uuid].available.push_back(std::move(*parsed));
+  }
+  for (const std::string& id : request.must_include) {
+    auto parsed = ReadId(id, resource, cards, config);
+    if (!parsed.ok()) return Error{"must-include " + parsed.message()};
+    out[parsed->card_uuid].must_include.push_back(id);
+  }
+  for (auto& [uuid, d] : out) {
+    std::sort(d.available.begin(), d.available.end(),
+              [](const ParsedDeviceId& a, const ParsedDeviceId& b) { return a.ordinal < b.ordinal; });
+  }
+  return out;
+}
+
+// Devices of `resource` that a share of a card stands for; -1 when the share is not a whole number of them.
+int64_t DevicesOf(const CardShare& share, Resource resource, const Config& config) {
+  switch (resource) {
+    case Resource::kCore:
+      return share.core;
+    case Resource::kReclaimedCore:
+      return share.reclaimed_core;
+    case Resource::kMemory: {
+      const int64_t unit = UnitOf(resource, config);
+      return share.memory_mib % unit == 0 ? share.memory_mib / unit : -1;
+    }
+  }
+  return -1;
+}
+
+// `count` IDs on one card: must_include first, then the lowest free ordinals. Empty when too few.
+std::vector<std::string> Take(const CardDevices& d, Resource resource, int64_t count) {
+  std::vector<std::string> out;
+  std::set<std::string> taken;
+  for (const std::string& id : d.must_include) {
+    if (static_cast<int64_t>(out.size()) < count && taken.insert(id).second) out.push_back(id);
+  }
+  for (const ParsedDeviceId& p : d.available) {
+    if (static_cast<int64_t>(out.size()) >= count) break;
+    std::string id = DeviceId(p.card_uuid, resource, p.ordinal);
+    if (taken.insert(id).second) out.push_back(std::move(id));
+  }
+  if (static_cast<int64_t>(out.size()) < count) return {};
+  return out;
+}
+
+// IDs for `amounts` (card uuid → devices), or empty if some card lacks them or a must_include ID lies
+// elsewhere.
+std::vector<std::string> TakeAll(const std::map<std::string, CardDevices>& by_card, Resource resource,
+                                 const std::vector<std::pair<std::string, int64_t>>& amounts) {
+  std::set<std::string> chosen;
+  for (const auto& [uuid, n] : amounts) chosen.insert(uuid);
+  for (const auto& [uuid, d] : by_card) {
+    if (!d.must_include.empty() && !chosen.count(uuid)) return {};
+  }
+  std::vector<std::string> out;
+  for (const auto& [uuid, n] : amounts) {
+    auto it = by_card.find(uuid);
+    if (it == by_card.end() || static_cast<int64_t>(it->second.must_include.size()) > n) return {};
+    auto ids = Take(it->second, resource, n);
+    if (ids.empty()) return {};
+    out.insert(out.end(), ids.begin(), ids.end());
+  }
+  return out;
+}
+
+// The candidate's devices per card for `resource`, in card order; empty when they do not add up to `size`.
+std::vector<std::pair<std::string, int64_t>> AmountsOf(const PendingContainer& c, Resource resource,
+                                                       int64_t size, const Config& config) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  int64_t total = 0;
+  for (const CardShare& s : c.cards) {
+    const int64_t n = DevicesOf(s, resource, config);
+    if (n < 0) return {};
+    if (n == 0) continue;
+    out.emplace_back(s.uuid, n);
+    total += n;
+  }
+  if (total != size) return {};
+  return out;
+}
+
+bool SameCards(const std::vector<std::pair<std::string, int64_t>>& amounts,
+               const std::set<std::string>& cards) {
+  if (cards.empty() || amounts.size() != cards.size()) return false;
+  for (const auto& [uuid, n] : amounts) {
+    if (!cards.count(uuid)) return false;
+  }
+  return true;
+}
+
+// No candidate: the shared allocator chooses, seeing as free only what the kubelet says is available.
+Result<std::vector<std::string>> Fallback(Resource resource, const PreferredRequest& request,
+                                          const std::map<std::string, CardDevices>& by_card,
+                                          const std::set<std::string>& just_allocated,
+                                          const std::vector<Card>& cards, const Config& config) {
+  // The cards another resource of this container just got, when they can take an equal share each.
+  const int64_t hinted = static_cast<int64_t>(just_allocated.size());
+  if (hinted > 0 && request.size % hinted == 0) {
+    std::vector<std::pair<std::string, int64_t>> amounts;
+    for (const std::string& uuid : just_allocated) amounts.emplace_back(uuid, request.size / hinted);
+    auto ids = TakeAll(by_card, resource, amounts);
+    if (!ids.empty()) return ids;
+  }
+
+  const int64_t unit = UnitOf(resource, config);
+  NodeInventory inventory;
+  inventory.cards = cards;
+  inventory.memory_unit_mib = config.memory_unit_mib;
+  NodeState node = MakeNodeState("", inventory, config);
+  for (CardState& c : node.cards) {
+    auto it = by_card.find(c.card.uuid);
+    const int64_t free = it == by_card.end() ? 0 : static_cast<int64_t>(it->second.available.size());
+    switch (resource) {
+      case Resource::kCore:
+        c.usage.core = static_cast<int>(100 - std::min<int64_t>(100, free));
+        break;
+      case Resource::kReclaimedCore:
+        c.usage.reclaimed_core = static_cast<int>(100 - std::min<int64_t>(100, free));
+        break;
+      case Resource::kMemory:
+        c.usage.memory_mib = std::max<int64_t>(0, c.capacity_mib - free * unit);
+        break;
+    }
+  }
+  PodRequest pod;
+  pod.name = "(admitted without the scheduler extender)";
+  pod.qos = resource == Resource::kReclaimedCore ? Qos::kOffline : Qos::kOnline;
+  pod.compute_policy = config.default_compute_policy;
+  pod.card_policy = config.default_card_policy;
+  ContainerRequest c;
+  c.name = "(" + Name(resource) + " " + std::to_string(request.size) + ")";
+  if (resource == Resource::kMemory) {
+    c.memory_mib = request.size * unit;
+  } else {
+    if (request.size > 100 && request.size % 100 != 0) {
+      return Error{"cannot split " + std::to_string(request.size) + " " + Name(resource) +
+                   " over whole cards: above 100 it must be a multiple of 100"};
+    }
+    c.card_count = request.size > 100 ? static_cast<int>(request.size / 100) : 1;
+    (resource == Resource::kCore ? c.core : c.reclaimed_core) = static_cast<int>(request.size);
+  }
+  pod.containers.push_back(c);
+  auto assignment = ChooseCards(node, pod);
+  if (!assignment.ok()) return Error{"no candidate pod and " + assignment.message()};
+  std::vector<std::pair<std::string, int64_t>> amounts;
+  for (const CardShare& s : assignment->containers.front().cards) {
+    amounts.emplace_back(s.uuid, request.size / c.card_count);
+  }
+  auto ids = TakeAll(by_card, resource, amounts);
+  if (ids.empty()) {
+    return Error{
+        "no candidate pod, and the must-include device IDs lie on other cards than the allocator chose"};
+  }
+  return ids;
+}
+
+}  // namespace
+
+Result<Preference> ChoosePreferred(Resource resource, const PreferredRequest& request,
+                                   const std::vector<PendingContainer>& candidates,
+                                   const std::vector<std::string>& just_allocated,
+                                   const std::vector<Card>& cards, const Config& config) {
+  if (request.size <= 0) return Error{"allocation size " + std::to_string(request.size) + " is not positive"};
+  auto by_card = GroupByCard(resource, request, cards, config);
+  if (!by_card.ok()) return by_card.error();
+  const std::set<std::string> hint(just_allocated.begin(), just_allocated.end());
+
+  struct Fit {
+    const PendingContainer* candidate;
+    bool after_other_resource;
+    std::vector<std::string> ids;
+  };
+  std::vector<Fit> fits;
+  for (const PendingContainer& c : candidates) {
+    auto amounts = AmountsOf(c, resource, request.size, config);
+    if (amounts.empty()) continue;
+    auto ids = TakeAll(*by_card, resource, amounts);
+    if (ids.empty()) continue;
+    fits.push_back(Fit{&c, SameCards(amounts, hint), std::move(ids)});
+  }
+  if (!fits.empty()) {
+    auto best = std::min_element(fits.begin(), fits.end(), [](const Fit& a, const Fit& b) {
+      if (a.after_other_resource != b.after_other_resource) return a.after_other_resource;
+      if (a.candidate->assume_time_ns != b.candidate->assume_time_ns)
+        return a.candidate->assume_time_ns < b.candidate->assume_time_ns;
+      if (a.candidate->pod != b.candidate->pod) return a.candidate->pod < b.candidate->pod;
+      return a.candidate->container < b.candidate->container;
+    });
+    return Preference{std::move(best->ids), best->candidate->pod, best->candidate->container};
+  }
+  auto ids = Fallback(resource, request, *by_card, hint, cards, config);
+  if (!ids.ok()) return ids.error();
+  return Preference{std::move(*ids), "", ""};
+}
+
+Result<ResourceAllocation> ReadAllocation(Resource resource, const std::vector<std::string>& device_ids,
+                                          const std::vector<Card>& cards, const Config& config) {
+  if (device_ids.empty()) return Error{"Allocate asked for no " + Name(resource) + " devices"};
+  std::map<int, int64_t> count_by_index;  // card index → devices
+  std::set<std::string> seen;
+  ResourceAllocation out;
+  out.resource = resource;
+  for (const std::string& id : device_ids) {
+    if (!seen.insert(id).second) return Error{"device ID " + id + " is asked for twice"};
+    auto parsed = ReadId(id, resource, cards, config);
+    if (!parsed.ok()) return parsed.error();
+    const Card* card = FindCard(cards, parsed->card_uuid);
+    if (!card->healthy) {
+      return Error{"device ID " + id + " is on card " + card->uuid + " (index " +
+                   std::to_string(card->index) + "), which is unhealthy"};
+    }
+    if (count_by_index[card->index]++ == 0) out.cards.push_back(*card);
+  }
+  std::sort(out.cards.begin(), out.cards.end(),
+            [](const Card& a, const Card& b) { return a.index < b.index; });
+  const int64_t first = count_by_index[out.cards.front().index];
+  for (const Card& c : out.cards) {
+    if (count_by_index[c.index] != first) {
+      return Error{"the " + Name(resource) + " device IDs give card " + out.cards.front().uuid + " " +
+                   std::to_string(first) + " and card " + c.uuid + " " +
+                   std::to_string(count_by_index[c.index]) +
+                   "; a container takes an equal share of each of its cards"};
+    }
+  }
+  out.per_card = first * UnitOf(resource, config);
+  return out;
+}
+
+}  // namespace mgpu::dp

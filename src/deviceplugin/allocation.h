@@ -1,0 +1,63 @@
+// The plugin's allocation decisions (DESIGN §5 steps 2 and 3) as pure functions of what the kubelet sends,
+// the node's cards and config: which device IDs to prefer for a container, and what a set of device IDs
+// means. No I/O, no locks, no clocks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/model.h"
+#include "common/result.h"
+#include "deviceplugin/devices.h"
+
+namespace mgpu::dp {
+
+// A container bound to this node with a D/gpu-assignment that has not yet been allocated the resource asked
+// about: one candidate for a GetPreferredAllocation call.
+struct PendingContainer {
+  std::string pod;  // namespace/name
+  std::string container;
+  std::vector<CardShare> cards;  // the container's part of the pod's assignment
+  int64_t assume_time_ns = 0;    // D/gpu-assume-time
+};
+
+// One ContainerPreferredAllocationRequest.
+struct PreferredRequest {
+  std::vector<std::string> available;
+  std::vector<std::string> must_include;
+  int64_t size = 0;
+};
+
+struct Preference {
+  std::vector<std::string> device_ids;
+  // The candidate the IDs were matched to; empty when no candidate fit and the shared allocator chose.
+  std::string pod;
+  std::string container;
+};
+
+// Step 2 of DESIGN §5. Candidates fit when their request for `resource` equals `size` devices and each of
+// their assigned cards has that many of the kubelet's available IDs (must_include IDs on those cards). Among
+// fitting ones, prefer one whose assigned cards are `just_allocated` (the cards another resource of the
+// container being admitted was just given), then the oldest assume time. With none, the shared allocator
+// chooses from the available IDs alone (trying `just_allocated` first so core and memory share a card).
+// Answers IDs on the chosen cards, must_include first, then the lowest ordinals.
+Result<Preference> ChoosePreferred(Resource resource, const PreferredRequest& request,
+                                   const std::vector<PendingContainer>& candidates,
+                                   const std::vector<std::string>& just_allocated,
+                                   const std::vector<Card>& cards, const Config& config);
+
+// One container's allocation of one resource, read from the IDs of an Allocate call.
+struct ResourceAllocation {
+  Resource resource = Resource::kCore;
+  std::vector<Card> cards;  // by card index
+  int64_t per_card = 0;     // percent (cores) or MiB (memory) on each card
+};
+
+// Step 3: what the device IDs mean. Every ID must be a well-formed ID of `resource` on a known, healthy card,
+// without repeats, and every card must get the same amount; anything else is an error naming the ID or card.
+Result<ResourceAllocation> ReadAllocation(Resource resource, const std::vector<std::string>& device_ids,
+                                          const std::vector<Card>& cards, const Config& config);
+
+}  // namespace mgpu::dp

@@ -1,0 +1,69 @@
+#include "deviceplugin/device_state.h"
+
+namespace mgpu::dp {
+
+namespace {
+// How long an Allocate hints where the same container's next resource goes.
+constexpr auto kJustAllocatedWindow = std::chrono::seconds(10);
+}  // namespace
+
+DeviceState::DeviceState(std::vector<Card> cards) : cards_(std::move(cards)) {}
+
+std::vector<Card> DeviceState::Cards() const {
+  std::lock_guard lock(mu_);
+  return cards_;
+}
+
+uint64_t DeviceState::Generation() const {
+  std::lock_guard lock(mu_);
+  return generation_;
+}
+
+bool DeviceState::SetHealthy(const std::string& uuid, bool healthy) {
+  bool changed = false;
+  {
+    std::lock_guard lock(mu_);
+    for (Card& c : cards_) {
+      if ((uuid.empty() || c.uuid == uuid) && c.healthy != healthy) {
+        c.healthy = healthy;
+        changed = true;
+      }
+    }
+    if (changed) ++generation_;
+  }
+  if (changed) changed_.notify_all();
+  return changed;
+}
+
+std::pair<uint64_t, std::vector<Card>> DeviceState::WaitForChange(uint64_t seen,
+                                                                  std::chrono::milliseconds timeout,
+                                                                  const std::function<bool()>& stop) const {
+  std::unique_lock lock(mu_);
+  changed_.wait_for(lock, timeout, [&] { return generation_ != seen || stop(); });
+  return {generation_, cards_};
+}
+
+void DeviceState::Wake() const {
+  std::lock_guard lock(mu_);
+  changed_.notify_all();
+}
+
+std::vector<std::string> DeviceState::TakeJustAllocated(Resource resource, Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  if (!recent_ || recent_->resource == resource || now - recent_->at > kJustAllocatedWindow) return {};
+  recent_->used_by = resource;
+  return recent_->cards;
+}
+
+bool DeviceState::RecordAllocation(Resource resource, std::vector<std::string> cards, Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  if (recent_ && recent_->used_by == resource) {
+    const bool same = recent_->cards == cards;
+    recent_.reset();
+    return same;
+  }
+  recent_ = Recent{resource, std::move(cards), now, std::nullopt};
+  return true;
+}
+
+}  // namespace mgpu::dp

@@ -1,0 +1,46 @@
+// The three kubelet resources of DESIGN §2 and their device IDs. A device ID names its card and resource,
+// stably across plugin restarts, so the kubelet's checkpoint records which card each container holds:
+//   <card uuid>-c<k>  mgpu-core, k in [0, 100)
+//   <card uuid>-m<k>  mgpu-memory, k in [0, capacity / memoryUnitMiB)
+//   <card uuid>-r<k>  reclaimed-mgpu-core, k in [0, 100)
+// Pure functions; no I/O.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/config.h"
+#include "common/model.h"
+#include "common/result.h"
+
+namespace mgpu::dp {
+
+enum class Resource { kCore, kMemory, kReclaimedCore };
+inline constexpr Resource kAllResources[] = {Resource::kCore, Resource::kMemory, Resource::kReclaimedCore};
+
+// "mgpu-core", "mgpu-memory", "reclaimed-mgpu-core": the resource name without its domain.
+std::string_view ShortName(Resource resource);
+// The full extended-resource name under the configured domain, e.g. "mgpu.io/mgpu-core".
+std::string FullName(Resource resource, const ResourceNames& names);
+
+std::string DeviceId(std::string_view card_uuid, Resource resource, int64_t ordinal);
+
+struct ParsedDeviceId {
+  std::string card_uuid;
+  Resource resource = Resource::kCore;
+  int64_t ordinal = 0;
+};
+
+// Inverse of DeviceId; an ID that does not have its shape is an error naming it.
+Result<ParsedDeviceId> ParseDeviceId(std::string_view id);
+
+// How many devices of `resource` one card advertises: 100 for the cores, the card's memory less
+// reservedMemoryMiB divided by memoryUnitMiB for memory.
+int64_t DevicesPerCard(const Card& card, Resource resource, const Config& config);
+
+// How many resource units one device stands for in MiB (memory) or percent (cores).
+int64_t UnitOf(Resource resource, const Config& config);
+
+}  // namespace mgpu::dp

@@ -1,0 +1,50 @@
+// What a container is handed for one resource's Allocate (DESIGN §6): environment and mounts derived only
+// from the allocation (cards and per-card amount) and node config. Pure.
+//
+// The kubelet calls Allocate once per resource and merges the responses (the first value of a variable wins,
+// conflicts are only logged), so each resource sets only what its own IDs determine, and the variables two
+// responses share (the visible cards, mounts) come out identical when both resources sit on the same cards:
+//   every resource:      NVIDIA_VISIBLE_DEVICES, MGPU_VISIBLE_CARDS (card UUIDs by card index), the
+//                        isolation backend's mounts and CUDA_MPS_PIPE_DIRECTORY
+//   mgpu-core:           MGPU_CORE_PERCENT, MGPU_QOS_LEVEL=online, MGPU_COMPUTE_POLICY,
+//                        CUDA_DEVICE_SM_LIMIT (hami-core), CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (mps)
+//   reclaimed-mgpu-core: MGPU_RECLAIMED_CORE_PERCENT, MGPU_QOS_LEVEL=offline, and the same as mgpu-core
+//   mgpu-memory:         MGPU_MEMORY_MIB, CUDA_DEVICE_MEMORY_LIMIT_<i> (hami-core),
+//                        CUDA_MPS_PINNED_DEVICE_MEM_LIMIT (mps)
+// MGPU_COMPUTE_POLICY is the node's defaultComputePolicy: device IDs do not carry the pod's policy, and
+// Allocate derives nothing from guesses about which pod it serves. The allocator keeps one policy per card,
+// so a pod asking another policy never shares a card with default-policy pods; an isolation layer that
+// needs the pod's own policy reads the pod's D/gpu-allocated annotation.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "deviceplugin/allocation.h"
+
+namespace mgpu::dp {
+
+struct ContainerMount {
+  std::string container_path;
+  std::string host_path;
+  bool read_only = true;
+
+  bool operator==(const ContainerMount&) const = default;
+};
+
+struct ContainerEnvironment {
+  std::map<std::string, std::string> envs;
+  std::vector<ContainerMount> mounts;
+};
+
+ContainerEnvironment BuildEnvironment(const ResourceAllocation& allocation, const IsolationConfig& isolation,
+                                      ComputePolicy compute_policy);
+
+// hami-core: the host file, beside libvgpu.so, that is mounted as the container's /etc/ld.so.preload.
+std::string HamiPreloadHostPath(const IsolationConfig& isolation);
+// Its content: the library's path, the same inside the container as on the host.
+std::string HamiPreloadContent(const IsolationConfig& isolation);
+
+}  // namespace mgpu::dp

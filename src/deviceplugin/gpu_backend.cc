@@ -1,0 +1,33 @@
+#include "deviceplugin/gpu_backend.h"
+
+#include "deviceplugin/nvml_backend.h"
+#include "deviceplugin/static_backend.h"
+
+namespace mgpu::dp {
+
+bool IsCriticalXid(uint64_t xid) {
+  switch (xid) {
+    case 13:   // graphics engine exception: the application's fault
+    case 31:   // GPU memory page fault: usually the application
+    case 43:   // GPU stopped processing: the application
+    case 45:   // preemptive cleanup after another error
+    case 68:   // video processor exception
+    case 109:  // context switch timeout: the application
+      return false;
+    default:
+      return true;
+  }
+}
+
+Result<std::unique_ptr<GpuBackend>> MakeBackend(const DevicePluginConfig& config) {
+  if (config.gpu_backend == "static") {
+    auto b = StaticBackend::Load(config.static_inventory_file);
+    if (!b.ok()) return b.error();
+    return std::unique_ptr<GpuBackend>(std::move(*b));
+  }
+  auto b = NvmlBackend::Open();
+  if (!b.ok()) return b.error();
+  return std::unique_ptr<GpuBackend>(std::move(*b));
+}
+
+}  // namespace mgpu::dp

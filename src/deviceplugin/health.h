@@ -1,0 +1,29 @@
+// Carries the backend's health events into the device state, on one thread, until stopped.
+#pragma once
+
+#include <atomic>
+#include <thread>
+
+#include "deviceplugin/device_state.h"
+#include "deviceplugin/gpu_backend.h"
+
+namespace mgpu::dp {
+
+class HealthWatcher {
+ public:
+  HealthWatcher(GpuBackend& backend, DeviceState& state) : backend_(backend), state_(state) {}
+  ~HealthWatcher() { Stop(); }
+  void Start();
+  // Returns within one backend wait (half a second).
+  void Stop();
+
+ private:
+  void Run();
+
+  GpuBackend& backend_;
+  DeviceState& state_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace mgpu::dp

@@ -1,0 +1,139 @@
+#include "deviceplugin/metrics.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <sstream>
+
+namespace mgpu::dp {
+namespace {
+
+std::string Escape(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RenderMetrics(const MetricsSnapshot& s) {
+  std::ostringstream out;
+  const auto usage = UsageByCard(s.allocated);
+  const auto card_labels = [&](const Card& c) {
+    return "node=\"" + Escape(s.node) + "\",card=\"" + std::to_string(c.index) + "\",uuid=\"" +
+           Escape(c.uuid) + "\",model=\"" + Escape(c.model) + "\"";
+  };
+  const auto family = [&](const char* name, const char* type, const char* help) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+  };
+  family("mgpu_card_healthy", "gauge", "1 when the card takes new work, 0 after a critical XID error.");
+  for (const Card& c : s.cards)
+    out << "mgpu_card_healthy{" << card_labels(c) << "} " << (c.healthy ? 1 : 0) << '\n';
+  family("mgpu_card_memory_mib", "gauge", "The card's memory in MiB.");
+  for (const Card& c : s.cards)
+    out << "mgpu_card_memory_mib{" << card_labels(c) << "} " << c.memory_mib << '\n';
+  const auto allocated = [&](const char* name, const char* help, auto field) {
+    family(name, "gauge", help);
+    for (const Card& c : s.cards) {
+      auto it = usage.find(c.uuid);
+      out << name << '{' << card_labels(c) << "} " << (it == usage.end() ? 0 : field(it->second)) << '\n';
+    }
+  };
+  allocated("mgpu_card_core_allocated_percent", "Online mgpu-core the kubelet allocated on the card.",
+            [](const CardShare& u) { return int64_t{u.core}; });
+  allocated("mgpu_card_reclaimed_core_allocated_percent",
+            "Offline reclaimed-mgpu-core the kubelet allocated on the card.",
+            [](const CardShare& u) { return int64_t{u.reclaimed_core}; });
+  allocated("mgpu_card_memory_allocated_mib", "mgpu-memory the kubelet allocated on the card, in MiB.",
+            [](const CardShare& u) { return u.memory_mib; });
+
+  family("mgpu_pod_gpu_share", "gauge",
+         "GPUs a pod holds: the sum over its cards of max(core/100, memory/card memory).");
+  for (const auto& [pod, assignment] : s.allocated) {
+    double share = 0;
+    for (const auto& c : assignment.containers) {
+      for (const auto& piece : c.cards) {
+        auto card =
+            std::find_if(s.cards.begin(), s.cards.end(), [&](const Card& k) { return k.uuid == piece.uuid; });
+        const double memory = card != s.cards.end() && card->memory_mib > 0
+                                  ? static_cast<double>(piece.memory_mib) / card->memory_mib
+                                  : 0.0;
+        share += std::max(std::max(piece.core, piece.reclaimed_core) / 100.0, memory);
+      }
+    }
+    const auto slash = pod.find('/');
+    out << "mgpu_pod_gpu_share{node=\"" << Escape(s.node) << "\",namespace=\"" << Escape(pod.substr(0, slash))
+        << "\",pod=\"" << Escape(pod.substr(slash + 1)) << "\"} " << share << '\n';
+  }
+
+  const auto calls = [&](const char* name, const char* help, auto field) {
+    family(name, "counter", help);
+    for (const auto& [resource, c] : s.calls)
+      out << name << "{node=\"" << Escape(s.node) << "\",resource=\"" << Escape(resource) << "\"} "
+          << field(c) << '\n';
+  };
+  calls("mgpu_plugin_preferred_allocation_total", "GetPreferredAllocation container requests served.",
+        [](const CallCounts& c) { return c.preferred; });
+  calls("mgpu_plugin_preferred_allocation_matched_total",
+        "GetPreferredAllocation container requests answered from a pending pod's assignment.",
+        [](const CallCounts& c) { return c.preferred_matched; });
+  calls("mgpu_plugin_preferred_allocation_errors_total", "GetPreferredAllocation container requests refused.",
+        [](const CallCounts& c) { return c.preferred_errors; });
+  calls("mgpu_plugin_allocate_total", "Allocate container requests served.",
+        [](const CallCounts& c) { return c.allocate; });
+  calls("mgpu_plugin_allocate_errors_total", "Allocate container requests refused.",
+        [](const CallCounts& c) { return c.allocate_errors; });
+  calls("mgpu_plugin_split_allocations_total",
+        "Containers admitted without the extender whose resources landed on different cards.",
+        [](const CallCounts& c) { return c.split; });
+  return out.str();
+}
+
+MetricsServer::MetricsServer(std::function<MetricsSnapshot()> snapshot, std::function<bool()> healthy)
+    : snapshot_(std::move(snapshot)), healthy_(std::move(healthy)) {}
+
+MetricsServer::~MetricsServer() { Stop(); }
+
+Status MetricsServer::Start(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return Error{"metrics address \"" + address + "\" is not host:port"};
+  std::string host = address.substr(0, colon);
+  if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  int port = 0;
+  try {
+    port = std::stoi(address.substr(colon + 1));
+  } catch (const std::exception&) {
+    return Error{"metrics address \"" + address + "\" has no port number"};
+  }
+  server_ = std::make_unique<httplib::Server>();
+  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(RenderMetrics(snapshot_()), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+    const bool ok = healthy_();
+    res.status = ok ? 200 : 503;
+    res.set_content(ok ? "ok\n" : "not serving\n", "text/plain");
+  });
+  port_ = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
+  if (port_ < 0) {
+    server_.reset();
+    return Error{"cannot listen for /metrics on " + address};
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return Status::Ok();
+}
+
+void MetricsServer::Stop() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+  server_.reset();
+}
+
+}  // namespace mgpu::dp
