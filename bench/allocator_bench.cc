@@ -35,7 +35,7 @@ void Run(benchmark::State& state, const PodRequest& pod) {
   const NodeState node = EightCardNode(static_cast<int>(state.range(0)));
   for (auto _ : state) {
     auto a = ChooseCards(node, pod);
-    double cost = a.ok() ? PlacementCost(node, *a, NodePolicy::kBinpack) : 0;
+    double cost = a.ok() ? PlacementCost(node, pod, *a, NodePolicy::kBinpack) : 0;
     benchmark::DoNotOptimize(cost);
   }
 }

@@ -131,6 +131,7 @@ PodRequest RequestOf(const TracePod& p) {
   PodRequest r;
   r.namespace_name = "openb";
   r.name = p.name;
+  r.cpu_milli = p.cpu_milli;
   if (p.num_gpu == 0) return r;
   const int per_card = p.num_gpu > 1 ? 100 : std::clamp((p.gpu_milli + 5) / 10, 1, 100);
   r.containers.push_back(ContainerRequest{"main", false, per_card * p.num_gpu, 0, 0, p.num_gpu});
@@ -239,6 +240,7 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
           Card{i, t.name + "-gpu" + std::to_string(i), t.model, ModelMemoryMiB(t.model), true});
     }
     nodes.push_back(SimNode{&t, MakeNodeState(t.name, inv, Config()), t.cpu_milli, t.memory_mib});
+    nodes.back().gpu.cpu_free_milli = t.cpu_milli;
   }
 
   RunResult out;
@@ -271,9 +273,10 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
       if (req.AsksForGpu()) {
         auto a = ChooseCards(n.gpu, req, &workload);
         if (!a.ok()) continue;
-        if (mgpu_policy) costs.push_back(PlacementCost(n.gpu, *a, node_policy, &workload));
+        if (mgpu_policy) costs.push_back(PlacementCost(n.gpu, req, *a, node_policy, &workload));
       } else if (mgpu_policy) {
-        costs.push_back(0);  // the extender does not see CPU-only pods
+        // CPU-only pods reach the extender too when its managedResources are left empty.
+        costs.push_back(PlacementCost(n.gpu, req, Assignment{}, node_policy, &workload));
       }
       if (policy == Policy::kBestFit) score = BestFitScore(n, p, req);
       if (policy == Policy::kPacking) score = PackingScore(n, req);
@@ -305,6 +308,7 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
       SimNode& n = nodes[pick];
       n.cpu_left -= p.cpu_milli;
       n.memory_left -= p.memory_mib;
+      n.gpu.cpu_free_milli = n.cpu_left;
       if (req.AsksForGpu()) {
         auto a = policy == Policy::kRandom ? RandomCard(n.gpu, req, rng) : ChooseCards(n.gpu, req, &workload);
         if (!a.ok() || !Apply(n.gpu, req, *a).ok()) {

@@ -31,11 +31,12 @@ Status Apply(NodeState& node, const PodRequest& pod, const Assignment& assignmen
 // Removes what Apply added; on error (the assignment was not applied) the node is unchanged.
 Status Release(NodeState& node, const PodRequest& pod, const Assignment& assignment);
 
-// What placing `assignment` (from ChooseCards) costs the node under `policy`; lower is better. binpack: minus
-// the node's fullness after placement; spread: the fullness; fragmentation: the growth of the workload's
-// expected fragmentation, the fuller node first among equals (binpack while the workload is null or empty).
-double PlacementCost(const NodeState& node, const Assignment& assignment, NodePolicy policy,
-                     const WorkloadModel* workload = nullptr);
+// What placing `pod` with `assignment` (from ChooseCards) costs the node under `policy`; lower is better.
+// binpack: minus the node's fullness after placement; spread: the fullness; fragmentation: the growth of the
+// workload's expected fragmentation, the fuller node first among equals (binpack while the workload is null
+// or empty).
+double PlacementCost(const NodeState& node, const PodRequest& pod, const Assignment& assignment,
+                     NodePolicy policy, const WorkloadModel* workload = nullptr);
 
 // kube-scheduler extender scores (0..10) for the costs of the candidate nodes: the lowest cost gets 10, the
 // next distinct cost 9, and so on down to 0, so the best node stays strictly best however close the costs

@@ -306,11 +306,11 @@ TEST(Allocator, CostsPreferFullerNodesForBinpackEmptierForSpread) {
   PodRequest pod = Online("p", 50, 12288);
   auto on_empty = *ChooseCards(empty, pod);
   auto on_busy = *ChooseCards(busy, pod);
-  EXPECT_DOUBLE_EQ(PlacementCost(empty, on_empty, NodePolicy::kBinpack),
+  EXPECT_DOUBLE_EQ(PlacementCost(empty, pod, on_empty, NodePolicy::kBinpack),
                    -0.25);  // (0.5 + 0.5) / 2 dims / 2 cards
-  EXPECT_DOUBLE_EQ(PlacementCost(busy, on_busy, NodePolicy::kBinpack), -0.75);
-  EXPECT_DOUBLE_EQ(PlacementCost(empty, on_empty, NodePolicy::kSpread), 0.25);
-  EXPECT_DOUBLE_EQ(PlacementCost(busy, on_busy, NodePolicy::kSpread), 0.75);
+  EXPECT_DOUBLE_EQ(PlacementCost(busy, pod, on_busy, NodePolicy::kBinpack), -0.75);
+  EXPECT_DOUBLE_EQ(PlacementCost(empty, pod, on_empty, NodePolicy::kSpread), 0.25);
+  EXPECT_DOUBLE_EQ(PlacementCost(busy, pod, on_busy, NodePolicy::kSpread), 0.75);
 }
 
 TEST(Allocator, ExtenderScoresRankCostsSoTheBestStaysBest) {

@@ -21,7 +21,7 @@ PodRequest Online(int core, int cards = 1) {
 TEST(Fragmentation, NothingObservedMeansNoFragmentation) {
   WorkloadModel w;
   EXPECT_TRUE(w.Empty());
-  EXPECT_EQ(w.Fragmentation(std::vector<int>{30, 100}), 0);
+  EXPECT_EQ(w.Fragmentation(std::vector<int>{30, 100}, -1), 0);
 }
 
 TEST(Fragmentation, FreeCoreTooSmallForTheWorkloadIsLost) {
@@ -29,17 +29,37 @@ TEST(Fragmentation, FreeCoreTooSmallForTheWorkloadIsLost) {
   w.Observe(Online(50));
   EXPECT_FALSE(w.Empty());
   // Only 50 % pods come: 40 free on a card is lost, 60 and 100 are usable.
-  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{40, 60, 100}), 40);
+  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{40, 60, 100}, -1), 40);
   w.Observe(Online(70));  // now half 50 %, half 70 %
-  EXPECT_NEAR(w.Fragmentation(std::vector<int>{40, 60, 100}), 40 + 0.5 * 60, 0.05);
+  EXPECT_NEAR(w.Fragmentation(std::vector<int>{40, 60, 100}, -1), 40 + 0.5 * 60, 0.05);
 }
 
 TEST(Fragmentation, MultiCardShapesLoseTheWholeNodeWhenTooFewCardsFit) {
   WorkloadModel w;
-  w.Observe(Online(200, 2));                                                   // two whole cards
-  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{100, 100, 30}), 30);       // partial card lost
-  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{100, 50, 30}), 180);       // nothing fits: all lost
-  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{100, 100, 100, 100}), 0);  // all usable
+  w.Observe(Online(200, 2));                                                       // two whole cards
+  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{100, 100, 30}, -1), 30);       // partial card lost
+  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{100, 50, 30}, -1), 180);       // nothing fits: all lost
+  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{100, 100, 100, 100}, -1), 0);  // all usable
+}
+
+TEST(Fragmentation, ANodeShortOfCpuLosesAllItsFreeCore) {
+  WorkloadModel w;
+  PodRequest pod = Online(50);
+  pod.cpu_milli = 8000;
+  w.Observe(pod);
+  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{50, 100}, 16000), 0);
+  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{50, 100}, 4000), 150);
+  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{50, 100}, -1), 0);  // CPU unknown: never short
+  // Taking CPU from a node costs what its GPUs can then no longer serve.
+  NodeState node = test::Node("n", 1, 24576);
+  node.cpu_free_milli = 10000;
+  PodRequest cpu_only;
+  cpu_only.cpu_milli = 4000;  // leaves 6000: the 8000 shape no longer fits, 100 core lost
+  const double short_cost = PlacementCost(node, cpu_only, Assignment{}, NodePolicy::kFragmentation, &w);
+  cpu_only.cpu_milli = 2000;  // leaves 8000: nothing lost
+  const double fine_cost = PlacementCost(node, cpu_only, Assignment{}, NodePolicy::kFragmentation, &w);
+  EXPECT_GT(short_cost, fine_cost + 1);
+  EXPECT_DOUBLE_EQ(fine_cost, 0);
 }
 
 TEST(Fragmentation, OlderShapesDecay) {
@@ -47,7 +67,7 @@ TEST(Fragmentation, OlderShapesDecay) {
   w.Observe(Online(80));
   for (int i = 0; i < 20; ++i) w.Observe(Online(20));
   // 80 % pods are all but forgotten: a 50 % card is almost fully usable.
-  EXPECT_LT(w.Fragmentation(std::vector<int>{50}), 0.01);
+  EXPECT_LT(w.Fragmentation(std::vector<int>{50}, -1), 0.01);
 }
 
 TEST(Fragmentation, OfflinePodsAreNotTheOnlineWorkload) {
@@ -91,13 +111,15 @@ TEST(Fragmentation, NodeCostIsTheGrowthOfFragmentation) {
   exact.cards[0].usage = {50, 0, 0, 1, 0, 0, 0, ComputePolicy::kFixedShare};
   NodeState empty = test::Node("b", 1, 24576);
   PodRequest pod = Online(50);
-  const double on_exact = PlacementCost(exact, *ChooseCards(exact, pod, &w), NodePolicy::kFragmentation, &w);
-  const double on_empty = PlacementCost(empty, *ChooseCards(empty, pod, &w), NodePolicy::kFragmentation, &w);
+  const double on_exact =
+      PlacementCost(exact, pod, *ChooseCards(exact, pod, &w), NodePolicy::kFragmentation, &w);
+  const double on_empty =
+      PlacementCost(empty, pod, *ChooseCards(empty, pod, &w), NodePolicy::kFragmentation, &w);
   EXPECT_LT(on_exact, on_empty + 1e-9);
   // A 30 % pod on the empty card leaves 70 (usable): on the half card it leaves 20 (lost).
   PodRequest small = Online(30);
-  EXPECT_LT(PlacementCost(empty, *ChooseCards(empty, small, &w), NodePolicy::kFragmentation, &w),
-            PlacementCost(exact, *ChooseCards(exact, small, &w), NodePolicy::kFragmentation, &w));
+  EXPECT_LT(PlacementCost(empty, small, *ChooseCards(empty, small, &w), NodePolicy::kFragmentation, &w),
+            PlacementCost(exact, small, *ChooseCards(exact, small, &w), NodePolicy::kFragmentation, &w));
 }
 
 }  // namespace

@@ -79,6 +79,7 @@ struct CardState {
 struct NodeState {
   std::string name;
   std::vector<CardState> cards;
+  int64_t cpu_free_milli = -1;  // the node's unrequested CPU where the caller tracks it; negative: unknown
 
   const CardState* FindCard(std::string_view uuid) const;
   CardState* FindCard(std::string_view uuid);
@@ -109,6 +110,7 @@ struct PodRequest {
   ComputePolicy compute_policy = ComputePolicy::kFixedShare;
   CardPolicy card_policy = CardPolicy::kBinpack;
   NodePolicy node_policy = NodePolicy::kBinpack;
+  int64_t cpu_milli = 0;  // the pod's CPU request (kube-scheduler's effective request), for fragmentation
   std::vector<ContainerRequest> containers;
 
   bool AsksForGpu() const { return !containers.empty(); }

@@ -117,7 +117,7 @@ int Run(int argc, char** argv) {
         reasons += "\n          " + node.name + ": " + a.message();
         continue;
       }
-      const double cost = PlacementCost(node, *a, req->node_policy);
+      const double cost = PlacementCost(node, *req, *a, req->node_policy);
       if (!best || cost < best_cost) best = &node, best_cost = cost, best_assignment = *a;
     }
     if (!best) {
