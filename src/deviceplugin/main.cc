@@ -1,17 +1,18 @@
 // mgpu-device-plugin: advertises a node's cards to the kubelet as mgpu-core, mgpu-memory and
 // reclaimed-mgpu-core, and hands containers their cards and isolation environment. Wires the parts together.
 //   mgpu-device-plugin [--config FILE] [--node-name NAME] [--list-gpus] [--version]
-#include <signal.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
 
 #include "common/config.h"
+#include "common/daemon.h"
 #include "deviceplugin/device_state.h"
 #include "deviceplugin/environment.h"
 #include "deviceplugin/gpu_backend.h"
@@ -21,42 +22,6 @@
 #include "deviceplugin/pod_resources.h"
 
 namespace {
-
-// Exit codes.
-constexpr int kExitUsage = 2;
-constexpr int kExitConfig = 3;
-constexpr int kExitNoGpuBackend = 4;
-constexpr int kExitServe = 5;
-
-struct Flags {
-  std::string config_file;
-  std::string node_name;
-  bool list_gpus = false;
-  bool version = false;
-};
-
-bool ParseFlags(int argc, char** argv, Flags& flags) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto value = [&](std::string& out) {
-      if (i + 1 >= argc) return false;
-      out = argv[++i];
-      return true;
-    };
-    if (a == "--config") {
-      if (!value(flags.config_file)) return false;
-    } else if (a == "--node-name") {
-      if (!value(flags.node_name)) return false;
-    } else if (a == "--list-gpus") {
-      flags.list_gpus = true;
-    } else if (a == "--version") {
-      flags.version = true;
-    } else {
-      return false;
-    }
-  }
-  return true;
-}
 
 // hami-core containers mount this file as /etc/ld.so.preload: it must exist and name the library.
 mgpu::Status EnsureHamiPreload(const mgpu::IsolationConfig& isolation) {
@@ -77,21 +42,21 @@ mgpu::Status EnsureHamiPreload(const mgpu::IsolationConfig& isolation) {
 
 int main(int argc, char** argv) {
   using namespace mgpu;
-  Flags flags;
-  if (!ParseFlags(argc, argv, flags)) {
+  std::map<std::string, std::string> flags;
+  if (!ParseFlags(argc, argv, {"config", "node-name"}, {"list-gpus", "version"}, flags)) {
     std::cerr << "usage: mgpu-device-plugin [--config FILE] [--node-name NAME] [--list-gpus] [--version]\n";
     return kExitUsage;
   }
-  if (flags.version) {
+  if (flags.count("version")) {
     std::cout << "mgpu-device-plugin " << MGPU_VERSION << '\n';
     return 0;
   }
-  Result<Config> config = flags.config_file.empty() ? ParseConfig("") : LoadConfigFile(flags.config_file);
+  Result<Config> config = flags["config"].empty() ? ParseConfig("") : LoadConfigFile(flags["config"]);
   if (!config.ok()) {
     std::cerr << "mgpu-device-plugin: " << config.message() << '\n';
     return kExitConfig;
   }
-  std::string node = flags.node_name.empty() ? config->device_plugin.node_name : flags.node_name;
+  std::string node = flags["node-name"].empty() ? config->device_plugin.node_name : flags["node-name"];
   if (node.empty() && std::getenv("NODE_NAME")) node = std::getenv("NODE_NAME");
 
   auto backend = dp::MakeBackend(config->device_plugin);
@@ -104,7 +69,7 @@ int main(int argc, char** argv) {
     std::cerr << "mgpu-device-plugin: " << gpus.message() << '\n';
     return kExitNoGpuBackend;
   }
-  if (flags.list_gpus) {
+  if (flags.count("list-gpus")) {
     std::printf("%-5s %-42s %-28s %10s %-7s %5s %s\n", "INDEX", "UUID", "MODEL", "MEMORY_MIB", "HEALTHY",
                 "MINOR", "PCI_BUS_ID");
     for (const auto& g : *gpus) {
@@ -121,12 +86,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  // Signals are taken by sigwait below; block them before any thread starts so every thread inherits it.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  TerminationSignals signals;  // before any thread starts
 
   std::vector<Card> cards;
   for (const auto& g : *gpus) cards.push_back(g.card);
@@ -156,8 +116,7 @@ int main(int argc, char** argv) {
     plugin.Stop();
     return kExitServe;
   }
-  int signal = 0;
-  sigwait(&signals, &signal);
+  const int signal = signals.Wait();
   spdlog::info("signal {}: stopping", signal);
   metrics.Stop();
   pod_resources.Stop();

@@ -5,30 +5,17 @@
 #include <algorithm>
 #include <sstream>
 
+#include "common/metrics_text.h"
+
 namespace mgpu::dp {
-namespace {
-
-std::string Escape(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string RenderMetrics(const MetricsSnapshot& s) {
   std::ostringstream out;
   const auto usage = UsageByCard(s.allocated);
   const auto card_labels = [&](const Card& c) {
-    return "node=\"" + Escape(s.node) + "\",card=\"" + std::to_string(c.index) + "\",uuid=\"" +
-           Escape(c.uuid) + "\",model=\"" + Escape(c.model) + "\"";
+    return "node=\"" + EscapeLabelValue(s.node) + "\",card=\"" + std::to_string(c.index) + "\",uuid=\"" +
+           EscapeLabelValue(c.uuid) + "\",model=\"" + EscapeLabelValue(c.model) + "\"";
   };
   const auto family = [&](const char* name, const char* type, const char* help) {
     out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
@@ -69,15 +56,16 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
       }
     }
     const auto slash = pod.find('/');
-    out << "mgpu_pod_gpu_share{node=\"" << Escape(s.node) << "\",namespace=\"" << Escape(pod.substr(0, slash))
-        << "\",pod=\"" << Escape(pod.substr(slash + 1)) << "\"} " << share << '\n';
+    out << "mgpu_pod_gpu_share{node=\"" << EscapeLabelValue(s.node) << "\",namespace=\""
+        << EscapeLabelValue(pod.substr(0, slash)) << "\",pod=\"" << EscapeLabelValue(pod.substr(slash + 1))
+        << "\"} " << share << '\n';
   }
 
   const auto calls = [&](const char* name, const char* help, auto field) {
     family(name, "counter", help);
     for (const auto& [resource, c] : s.calls)
-      out << name << "{node=\"" << Escape(s.node) << "\",resource=\"" << Escape(resource) << "\"} "
-          << field(c) << '\n';
+      out << name << "{node=\"" << EscapeLabelValue(s.node) << "\",resource=\"" << EscapeLabelValue(resource)
+          << "\"} " << field(c) << '\n';
   };
   calls("mgpu_plugin_preferred_allocation_total", "GetPreferredAllocation container requests served.",
         [](const CallCounts& c) { return c.preferred; });

@@ -1,0 +1,41 @@
+#include "common/daemon.h"
+
+#include <gtest/gtest.h>
+
+#include "common/metrics_text.h"
+
+namespace mgpu {
+namespace {
+
+bool Parse(std::vector<std::string> args, std::map<std::string, std::string>& out) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return ParseFlags(static_cast<int>(argv.size()), argv.data(), {"config", "listen"}, {"version"}, out);
+}
+
+TEST(Daemon, ParsesKnownFlagsAndRejectsTheRest) {
+  std::map<std::string, std::string> f;
+  EXPECT_TRUE(Parse({"d", "--config", "/etc/c.yaml", "--version"}, f));
+  EXPECT_EQ(f["config"], "/etc/c.yaml");
+  EXPECT_EQ(f["version"], "1");
+  EXPECT_EQ(f.count("listen"), 0u);
+  std::map<std::string, std::string> g;
+  EXPECT_FALSE(Parse({"d", "--config"}, g));        // missing value
+  EXPECT_FALSE(Parse({"d", "--bogus"}, g));         // unknown flag
+  EXPECT_FALSE(Parse({"d", "config", "x"}, g));     // not a flag
+  EXPECT_FALSE(Parse({"d", "--version", "x"}, g));  // a switch takes no value
+}
+
+TEST(Daemon, TerminationSignalsReturnTheSignalRaised) {
+  TerminationSignals signals;
+  ASSERT_EQ(raise(SIGTERM), 0);  // blocked: stays pending until Wait takes it
+  EXPECT_EQ(signals.Wait(), SIGTERM);
+}
+
+TEST(MetricsText, EscapesLabelValues) {
+  EXPECT_EQ(EscapeLabelValue("plain"), "plain");
+  EXPECT_EQ(EscapeLabelValue("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+}
+
+}  // namespace
+}  // namespace mgpu

@@ -1,0 +1,216 @@
+// Kubernetes API client over libcurl: the only code in mgpu that speaks HTTP to the API server.
+// Contract:
+//  - Every call returns an ApiResult: the decoded JSON object, or an error sentence with the HTTP status (0
+//  when no
+//    answer came: connection, TLS or timeout) and the API server's Status.reason. Nothing throws.
+//  - Each request is bounded by ClientOptions::request_timeout; 429 answers are retried after Retry-After.
+//  - A Client is thread-safe; calls from many threads share a small pool of connections.
+//  - Watch streams events on the calling thread until the server ends the stream, the handler says stop, or
+//  the
+//    CancelToken fires (which interrupts a blocked read at once).
+//  - Objects are plain nlohmann::json as the API server sends them; callers parse what they need at their
+//  edge.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/kube/kubeconfig.h"
+#include "common/result.h"
+
+namespace mgpu::kube {
+
+using Json = nlohmann::json;
+
+// A kind of object and where it lives in the REST tree.
+struct Resource {
+  std::string api_prefix{};  // "/api/v1" or "/apis/<group>/<version>"
+  std::string plural{};      // "pods"
+  std::string kind{};        // "Pod"
+  bool namespaced = true;
+};
+
+extern const Resource kNodes;
+extern const Resource kPods;
+extern const Resource kEvents;
+extern const Resource kLeases;  // coordination.k8s.io/v1
+extern const Resource kReplicaSets;
+extern const Resource kDeployments;
+extern const Resource kStatefulSets;
+extern const Resource kDaemonSets;
+extern const Resource kJobs;  // batch/v1
+
+// The resource for an owner reference's apiVersion and kind (the workload kinds above), or nullopt.
+std::optional<Resource> ResourceForKind(std::string_view api_version, std::string_view kind);
+
+// "/api/v1/namespaces/<ns>/pods/<name>/<subresource>"; an empty namespace of a namespaced resource lists
+// across all namespaces.
+std::string ResourcePath(const Resource& resource, std::string_view ns, std::string_view name = "",
+                         std::string_view subresource = "");
+
+// metadata.<key> of an object when it is a string ("name", "namespace", "uid", "resourceVersion"), else "".
+std::string MetadataString(const Json& object, const char* key);
+
+// The outcome of one API call.
+class [[nodiscard]] ApiResult {
+ public:
+  ApiResult(Json value) : value_(std::move(value)) {}
+  static ApiResult Failure(int http_status, std::string reason, std::string message);
+
+  bool ok() const { return !failed_; }
+  explicit operator bool() const { return ok(); }
+  const Json& value() const& { return value_; }
+  Json&& value() && { return std::move(value_); }
+  const Json* operator->() const { return &value_; }
+  const Json& operator*() const { return value_; }
+
+  Error error() const { return Error{message_}; }
+  const std::string& message() const { return message_; }
+  int http_status() const { return http_status_; }       // 0 when no HTTP answer came
+  const std::string& reason() const { return reason_; }  // the Status.reason, e.g. "Conflict"
+  bool IsNotFound() const { return failed_ && http_status_ == 404; }
+  bool IsConflict() const { return failed_ && http_status_ == 409; }
+  bool IsGone() const { return failed_ && http_status_ == 410; }
+
+ private:
+  ApiResult() = default;
+  Json value_;
+  bool failed_ = false;
+  int http_status_ = 0;
+  std::string reason_;
+  std::string message_;
+};
+
+struct ListOptions {
+  std::string label_selector{};  // "app=x,tier!=y"
+  std::string field_selector{};  // "spec.nodeName=node-1"
+};
+
+// A JSON merge patch of metadata labels and annotations.
+struct MetadataPatch {
+  std::map<std::string, std::optional<std::string>> annotations{};  // nullopt removes the key
+  std::map<std::string, std::optional<std::string>> labels{};
+  std::string resource_version{};  // when set, the patch applies only to that version; otherwise 409 Conflict
+  Json ToJson() const;
+};
+
+struct WatchOptions {
+  ListOptions selectors{};
+  std::string resource_version{};  // start after this version (usually the list's)
+  bool allow_bookmarks = true;
+  std::chrono::seconds server_timeout{300};  // the server ends the watch after this long
+  // With no bytes at all for this long (not even a bookmark) the stream is presumed dead and fails.
+  std::chrono::milliseconds idle_timeout{360000};
+};
+
+struct WatchEvent {
+  std::string type{};  // ADDED, MODIFIED, DELETED, BOOKMARK or ERROR (object is then a Status)
+  Json object{};
+};
+
+// Cancels a Watch or List from another thread: a blocked watch returns at once, a list within a second. Once
+// cancelled it stays cancelled; one per calling thread.
+class CancelToken {
+ public:
+  void Cancel();
+  bool cancelled() const;
+
+ private:
+  friend class Client;
+  mutable std::mutex mu_;
+  bool cancelled_ = false;
+  void* multi_ = nullptr;  // the running watch's CURLM, woken by Cancel
+};
+
+struct ClientOptions {
+  std::chrono::milliseconds request_timeout{30000};
+  std::chrono::milliseconds connect_timeout{10000};
+  int max_throttle_retries = 5;                    // 429 answers retried this many times
+  std::chrono::milliseconds max_retry_wait{5000};  // cap on one Retry-After wait
+  std::string user_agent = "mgpu";
+};
+
+class Client {
+ public:
+  // Checks the configuration (server URL, readable files) without contacting the server.
+  static Result<std::unique_ptr<Client>> Create(ClusterConfig config, ClientOptions options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const ClusterConfig& config() const { return config_; }
+
+  // Generic verbs. `ns` is ignored for cluster-scoped resources.
+  ApiResult Get(const Resource& resource, std::string_view ns, std::string_view name);
+  ApiResult List(const Resource& resource, std::string_view ns, const ListOptions& options = {},
+                 const CancelToken* cancel = nullptr);
+  ApiResult Create(const Resource& resource, std::string_view ns, const Json& object);
+  // PUT; a metadata.resourceVersion in `object` makes it conditional (409 Conflict when stale).
+  ApiResult Replace(const Resource& resource, std::string_view ns, std::string_view name, const Json& object);
+  ApiResult MergePatch(const Resource& resource, std::string_view ns, std::string_view name,
+                       const Json& patch);
+  ApiResult Delete(const Resource& resource, std::string_view ns, std::string_view name);
+  // Streams events to `on_event` (return false to stop). Ok when the stream ended cleanly, was stopped or was
+  // cancelled; an error when the server refused the watch or the stream broke. Malformed lines are logged and
+  // skipped.
+  ApiResult Watch(const Resource& resource, std::string_view ns, const WatchOptions& options,
+                  const std::function<bool(WatchEvent)>& on_event, CancelToken* cancel = nullptr);
+
+  // Typed calls the daemons need.
+  ApiResult GetNode(std::string_view name) { return Get(kNodes, "", name); }
+  ApiResult ListNodes(const ListOptions& options = {}) { return List(kNodes, "", options); }
+  ApiResult PatchNodeMetadata(std::string_view name, const MetadataPatch& patch) {
+    return MergePatch(kNodes, "", name, patch.ToJson());
+  }
+  ApiResult GetPod(std::string_view ns, std::string_view name) { return Get(kPods, ns, name); }
+  // Empty `ns`: pods of all namespaces.
+  ApiResult ListPods(std::string_view ns, const ListOptions& options = {}) {
+    return List(kPods, ns, options);
+  }
+  ApiResult PatchPodMetadata(std::string_view ns, std::string_view name, const MetadataPatch& patch) {
+    return MergePatch(kPods, ns, name, patch.ToJson());
+  }
+  // POSTs a Binding of the pod to `node`; a non-empty `uid` must match the pod's (409 otherwise).
+  ApiResult BindPod(std::string_view ns, std::string_view name, std::string_view uid, std::string_view node);
+  // Creates a core/v1 Event about `involved` (a Pod or Node as read from the API). `type` is Normal or
+  // Warning.
+  ApiResult RecordEvent(const Json& involved, std::string_view type, std::string_view reason,
+                        std::string_view message, std::string_view component);
+  ApiResult GetLease(std::string_view ns, std::string_view name) { return Get(kLeases, ns, name); }
+  ApiResult CreateLease(std::string_view ns, const Json& lease) { return Create(kLeases, ns, lease); }
+  // Conditional on the lease's metadata.resourceVersion.
+  ApiResult UpdateLease(std::string_view ns, const Json& lease);
+  // The controller named by an owner reference (ReplicaSet, Deployment, StatefulSet, DaemonSet, Job).
+  ApiResult GetOwner(std::string_view ns, const Json& owner_reference);
+
+ private:
+  Client(ClusterConfig config, ClientOptions options);
+  ApiResult Request(std::string_view method, const std::string& path, const std::string* body,
+                    std::string_view content_type, const CancelToken* cancel = nullptr);
+  void* AcquireHandle();
+  void ReleaseHandle(void* handle);
+  // Sets URL, TLS, auth and common headers on a reset handle; returns the header list to free after the call.
+  void* Prepare(void* handle, const std::string& path, bool force_token_reread);
+  std::string CurrentToken(bool force_reread);
+
+  ClusterConfig config_;
+  ClientOptions options_;
+  std::mutex mu_;  // guards handles_ and the token cache
+  std::vector<void*> handles_;
+  std::string token_;
+  std::optional<std::filesystem::file_time_type> token_mtime_;
+  std::uintmax_t token_size_ = 0;
+};
+
+}  // namespace mgpu::kube

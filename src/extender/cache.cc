@@ -1,0 +1,319 @@
+#include "extender/cache.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "common/allocator.h"
+#include "common/codec.h"
+
+namespace mgpu::extender {
+namespace {
+
+using nlohmann::json;
+
+std::string StringAt(const json& object, const char* outer, const char* inner) {
+  auto o = object.find(outer);
+  if (o == object.end() || !o->is_object()) return "";
+  auto i = o->find(inner);
+  return i != o->end() && i->is_string() ? i->get<std::string>() : "";
+}
+
+std::string KeyOf(const json& object) {
+  std::string ns = StringAt(object, "metadata", "namespace");
+  return (ns.empty() ? "default" : ns) + "/" + StringAt(object, "metadata", "name");
+}
+
+int64_t SystemNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::set<std::string> CardsOf(const ContainerAssignment* container) {
+  std::set<std::string> out;
+  if (container)
+    for (const CardShare& s : container->cards) out.insert(s.uuid);
+  return out;
+}
+
+}  // namespace
+
+ClusterCache::ClusterCache(Config config, WorkloadLookup workload, Clock now_ns)
+    : config_(std::move(config)),
+      workload_(std::move(workload)),
+      now_ns_(now_ns ? std::move(now_ns) : SystemNowNs) {}
+
+void ClusterCache::UpsertNode(const json& node) {
+  const std::string name = StringAt(node, "metadata", "name");
+  if (name.empty()) return;
+  const Annotations annotations = AnnotationsOf(node);
+  const std::string& key = config_.Names().gpu_inventory;
+  std::lock_guard lock(mu_);
+  auto it = annotations.find(key);
+  if (it == annotations.end()) {
+    if (nodes_.erase(name) && view_.erase(name)) ChangedLocked();
+    return;
+  }
+  NodeEntry entry;
+  Result<NodeInventory> inventory = DecodeInventory(it->second);
+  if (!inventory.ok()) {
+    entry.problem = "node " + name + " has an unreadable " + key + " annotation (" + inventory.message() +
+                    "); check mgpu-device-plugin there";
+  } else if (inventory->memory_unit_mib != config_.memory_unit_mib) {
+    entry.problem = "node " + name + " counts mgpu-memory in units of " +
+                    std::to_string(inventory->memory_unit_mib) + " MiB but the extender's memoryUnitMiB is " +
+                    std::to_string(config_.memory_unit_mib) + "; use one memoryUnitMiB cluster-wide";
+  } else {
+    entry.inventory = std::move(*inventory);
+  }
+  if (!entry.problem.empty()) spdlog::warn("node={} {}", name, entry.problem);
+  nodes_[name] = std::move(entry);
+  RebuildLocked(name, now_ns_());
+  ChangedLocked();
+}
+
+void ClusterCache::DeleteNode(const json& node) {
+  const std::string name = StringAt(node, "metadata", "name");
+  std::lock_guard lock(mu_);
+  nodes_.erase(name);
+  view_.erase(name);
+  ChangedLocked();
+}
+
+std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const json& pod) {
+  const ResourceNames names = config_.Names();
+  const Annotations annotations = AnnotationsOf(pod);
+  const std::string key = KeyOf(pod);
+  PodEntry entry;
+  entry.placed.key = key;
+  entry.placed.uid = StringAt(pod, "metadata", "uid");
+  entry.node = StringAt(pod, "spec", "nodeName");
+  bool have = false;
+  if (auto it = annotations.find(names.gpu_allocated); it != annotations.end()) {
+    Result<Assignment> allocated = DecodeAssignment(it->second);
+    if (allocated.ok()) {
+      entry.placed.assignment = std::move(*allocated);
+      entry.placed.allocated = have = true;
+    } else {
+      spdlog::warn("pod={} ignoring unreadable {}: {}", key, names.gpu_allocated, allocated.message());
+    }
+  }
+  if (!have) {
+    auto it = annotations.find(names.gpu_assignment);
+    if (it == annotations.end()) return std::nullopt;
+    Result<Assignment> assignment = DecodeAssignment(it->second);
+    if (!assignment.ok()) {
+      spdlog::warn("pod={} ignoring unreadable {}: {}", key, names.gpu_assignment, assignment.message());
+      return std::nullopt;
+    }
+    entry.placed.assignment = std::move(*assignment);
+  }
+  if (auto it = annotations.find(names.gpu_assume_time); it != annotations.end()) {
+    Result<int64_t> t = DecodeAssumeTime(it->second);
+    if (t.ok()) entry.placed.assume_ns = *t;
+  }
+  Annotations workload;
+  if (workload_ && ControllerOf(pod)) workload = workload_(pod);
+  Result<PodRequest> request = ParsePodRequest(pod, config_, workload);
+  if (!request.ok()) {
+    spdlog::warn("pod={} holds cards but its request does not parse, not counted: {}", key,
+                 request.message());
+    return std::nullopt;
+  }
+  entry.placed.request = std::move(*request);
+  const std::string phase = StringAt(pod, "status", "phase");
+  entry.counts_when_fresh = !entry.node.empty() && phase != "Succeeded" && phase != "Failed";
+  return entry;
+}
+
+void ClusterCache::UpsertPod(const json& pod) {
+  std::optional<PodEntry> entry = ToEntry(pod);
+  const std::string key = KeyOf(pod);
+  const std::string uid = StringAt(pod, "metadata", "uid");
+  const std::string phase = StringAt(pod, "status", "phase");
+  std::lock_guard lock(mu_);
+  const std::set<std::string> old_nodes = NodesOfLocked(key);
+  if (entry)
+    pods_[key] = std::move(*entry);
+  else
+    pods_.erase(key);
+  if (auto a = assumed_.find(key); a != assumed_.end()) {
+    const bool other_pod = a->second.placed.uid != uid;
+    const bool shown = entry && pods_[key].counts_when_fresh;
+    const bool finished = phase == "Succeeded" || phase == "Failed";
+    if (other_pod || shown || finished) assumed_.erase(a);
+  }
+  ReindexLocked(key, old_nodes);
+  ChangedLocked();
+}
+
+void ClusterCache::DeletePod(const json& pod) {
+  const std::string key = KeyOf(pod);
+  const std::string uid = StringAt(pod, "metadata", "uid");
+  std::lock_guard lock(mu_);
+  const std::set<std::string> old_nodes = NodesOfLocked(key);
+  pods_.erase(key);
+  if (auto a = assumed_.find(key); a != assumed_.end() && a->second.placed.uid == uid) assumed_.erase(a);
+  ReindexLocked(key, old_nodes);
+  ChangedLocked();
+}
+
+std::shared_ptr<const ClusterView> ClusterCache::Snapshot() {
+  std::lock_guard lock(mu_);
+  ExpireLocked(now_ns_());
+  if (!snapshot_) snapshot_ = std::make_shared<const ClusterView>(view_);
+  return snapshot_;
+}
+
+Result<Assignment> ClusterCache::Reserve(const std::string& node, const PodRequest& pod,
+                                         const std::string& uid, int64_t assume_ns,
+                                         const WorkloadModel* workload,
+                                         std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    ExpireLocked(now_ns_());
+    auto it = view_.find(node);
+    if (it == view_.end())
+      return Error{"node " + node + " has no " + config_.Names().gpu_inventory +
+                   " annotation; is mgpu-device-plugin running there?"};
+    const NodeView& view = *it->second;
+    if (!view.problem.empty()) return Error{view.problem};
+    Result<Assignment> assignment = ChooseCards(view.state, pod, workload);
+    if (!assignment.ok()) return assignment;
+    const std::string conflict = AmbiguityLocked(view, pod, uid, *assignment);
+    if (conflict.empty()) {
+      const std::set<std::string> old_nodes = NodesOfLocked(pod.Key());
+      PodEntry entry;
+      entry.node = node;
+      entry.counts_when_fresh = true;
+      entry.placed = PlacedPod{pod.Key(), uid, pod, *assignment, false, assume_ns};
+      assumed_[pod.Key()] = std::move(entry);
+      ReindexLocked(pod.Key(), old_nodes);
+      ChangedLocked();
+      return assignment;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return Error{conflict};
+    changed_.wait_until(lock, deadline);
+  }
+}
+
+void ClusterCache::Unreserve(const std::string& key, const std::string& uid) {
+  std::lock_guard lock(mu_);
+  auto a = assumed_.find(key);
+  if (a == assumed_.end() || a->second.placed.uid != uid) return;
+  const std::set<std::string> old_nodes = NodesOfLocked(key);
+  assumed_.erase(a);
+  ReindexLocked(key, old_nodes);
+  ChangedLocked();
+}
+
+bool ClusterCache::CountsLocked(const PodEntry& entry, int64_t now) const {
+  if (!entry.counts_when_fresh) return false;
+  if (entry.placed.allocated || entry.placed.assume_ns == 0) return true;
+  return now < entry.placed.assume_ns + config_.extender.assignment_ttl_seconds * 1'000'000'000;
+}
+
+const ClusterCache::PodEntry* ClusterCache::EffectiveLocked(const std::string& key, int64_t now) const {
+  if (auto p = pods_.find(key); p != pods_.end() && CountsLocked(p->second, now)) return &p->second;
+  if (auto a = assumed_.find(key); a != assumed_.end() && CountsLocked(a->second, now)) return &a->second;
+  return nullptr;
+}
+
+std::set<std::string> ClusterCache::NodesOfLocked(const std::string& key) const {
+  std::set<std::string> out;
+  if (auto p = pods_.find(key); p != pods_.end() && !p->second.node.empty()) out.insert(p->second.node);
+  if (auto a = assumed_.find(key); a != assumed_.end() && !a->second.node.empty()) out.insert(a->second.node);
+  return out;
+}
+
+void ClusterCache::ReindexLocked(const std::string& key, const std::set<std::string>& old_nodes) {
+  const std::set<std::string> new_nodes = NodesOfLocked(key);
+  for (const std::string& n : old_nodes) {
+    auto it = pods_by_node_.find(n);
+    if (it == pods_by_node_.end()) continue;
+    it->second.erase(key);
+    if (it->second.empty()) pods_by_node_.erase(it);
+  }
+  for (const std::string& n : new_nodes) pods_by_node_[n].insert(key);
+  const int64_t now = now_ns_();
+  std::set<std::string> touched = old_nodes;
+  touched.insert(new_nodes.begin(), new_nodes.end());
+  for (const std::string& n : touched) RebuildLocked(n, now);
+}
+
+void ClusterCache::RebuildLocked(const std::string& node, int64_t now) {
+  auto n = nodes_.find(node);
+  if (n == nodes_.end()) {
+    view_.erase(node);
+    return;
+  }
+  auto view = std::make_shared<NodeView>();
+  view->problem = n->second.problem;
+  if (n->second.inventory) view->state = MakeNodeState(node, *n->second.inventory, config_);
+  view->state.name = node;
+  const int64_t ttl_ns = config_.extender.assignment_ttl_seconds * 1'000'000'000;
+  if (auto keys = pods_by_node_.find(node); keys != pods_by_node_.end() && n->second.inventory) {
+    for (const std::string& key : keys->second) {
+      for (const auto* source : {&pods_, &assumed_}) {
+        auto e = source->find(key);
+        if (e == source->end() || e->second.placed.allocated || e->second.placed.assume_ns == 0) continue;
+        const int64_t expiry = e->second.placed.assume_ns + ttl_ns;
+        if (expiry > now) next_expiry_ns_ = std::min(next_expiry_ns_, expiry);
+      }
+      const PodEntry* entry = EffectiveLocked(key, now);
+      if (!entry || entry->node != node) continue;
+      if (Status s = Apply(view->state, entry->placed.request, entry->placed.assignment); !s.ok()) {
+        spdlog::warn("pod={} node={} its cards are not counted: {}", key, node, s.message());
+        continue;
+      }
+      view->pods.push_back(entry->placed);
+    }
+  }
+  view_[node] = std::move(view);
+}
+
+void ClusterCache::ExpireLocked(int64_t now) {
+  if (now < next_expiry_ns_) return;
+  next_expiry_ns_ = INT64_MAX;
+  for (const auto& [node, keys] : pods_by_node_) RebuildLocked(node, now);
+  ChangedLocked();
+}
+
+void ClusterCache::ChangedLocked() {
+  snapshot_.reset();
+  changed_.notify_all();
+}
+
+std::string ClusterCache::AmbiguityLocked(const NodeView& view, const PodRequest& pod, const std::string& uid,
+                                          const Assignment& assignment) const {
+  struct Size {
+    const char* resource;
+    int64_t (*of)(const ContainerRequest&);
+  };
+  static const Size kSizes[] = {
+      {"mgpu-core", [](const ContainerRequest& c) -> int64_t { return c.core; }},
+      {"reclaimed-mgpu-core", [](const ContainerRequest& c) -> int64_t { return c.reclaimed_core; }},
+      {"mgpu-memory", [](const ContainerRequest& c) -> int64_t { return c.memory_mib; }},
+  };
+  for (const PlacedPod& other : view.pods) {
+    if (other.allocated || other.uid == uid) continue;
+    for (const ContainerRequest& mine : pod.containers) {
+      const std::set<std::string> my_cards = CardsOf(assignment.Find(mine.name));
+      for (const ContainerRequest& theirs : other.request.containers) {
+        for (const Size& size : kSizes) {
+          const int64_t amount = size.of(mine);
+          if (amount == 0 || amount != size.of(theirs)) continue;
+          if (CardsOf(other.assignment.Find(theirs.name)) == my_cards) continue;
+          return "pod " + pod.Key() + " must wait: pod " + other.key + " on node " + view.state.name +
+                 " asks the same " + size.resource + " (" + std::to_string(amount) +
+                 ") on other cards and is not yet allocated, so the device plugin could not tell the two "
+                 "apart; the scheduler will retry";
+        }
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace mgpu::extender

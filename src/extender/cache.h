@@ -1,0 +1,114 @@
+// The extender's live view of the cluster's cards (DESIGN §5): nodes' D/gpu-inventory and the pods holding
+// cards, fed by the node and pod informers' handlers, plus the binds this extender made that the pod watch
+// has not shown yet ("assumed"). Per-card usage on a node = every counting pod's D/gpu-allocated, else its
+// D/gpu-assignment while younger than the TTL; pods that terminated, were deleted or are not bound count
+// nothing. Contract:
+//  - One mutex; readers take Snapshot(), an immutable view shared until the next change.
+//  - Reserve() chooses cards and records them as assumed under that mutex, so concurrent binds never
+//    double-book a card; it also applies the ambiguity guard of DESIGN §5.5 (bounded wait).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/config.h"
+#include "common/fragmentation.h"
+#include "common/model.h"
+#include "common/request.h"
+#include "common/result.h"
+
+namespace mgpu::extender {
+
+// A pod holding cards on a node.
+struct PlacedPod {
+  std::string key;  // namespace/name
+  std::string uid;
+  PodRequest request;
+  Assignment assignment;
+  bool allocated = false;  // from D/gpu-allocated (else the assignment, not yet confirmed by the kubelet)
+  int64_t assume_ns = 0;
+};
+
+struct NodeView {
+  NodeState state;              // cards with their usage
+  std::string problem;          // why nothing fits here (no or bad inventory); empty when usable
+  std::vector<PlacedPod> pods;  // those counted in state, by key
+};
+
+using ClusterView = std::map<std::string, std::shared_ptr<const NodeView>, std::less<>>;
+
+// Annotations of a pod's controlling workload (for ParsePodRequest); may call the API server.
+using WorkloadLookup = std::function<Annotations(const nlohmann::json& pod)>;
+
+class ClusterCache {
+ public:
+  using Clock = std::function<int64_t()>;  // unix nanoseconds
+  ClusterCache(Config config, WorkloadLookup workload = {}, Clock now_ns = {});
+
+  // Informer handlers.
+  void UpsertNode(const nlohmann::json& node);
+  void DeleteNode(const nlohmann::json& node);
+  void UpsertPod(const nlohmann::json& pod);
+  void DeletePod(const nlohmann::json& pod);
+
+  std::shared_ptr<const ClusterView> Snapshot();
+
+  // Chooses cards for `pod` on `node` and records them as assumed (assume time = now). When an in-flight pod
+  // on the node asks the same size of a resource on other cards, waits until `deadline` for the situation to
+  // change, then fails.
+  Result<Assignment> Reserve(const std::string& node, const PodRequest& pod, const std::string& uid,
+                             int64_t assume_ns, const WorkloadModel* workload,
+                             std::chrono::steady_clock::time_point deadline);
+  // Forgets an assumed bind (rollback).
+  void Unreserve(const std::string& key, const std::string& uid);
+
+  const Config& config() const { return config_; }
+
+ private:
+  struct PodEntry {
+    std::string node;
+    PlacedPod placed;
+    bool counts_when_fresh = false;  // bound, running and carrying an allocation or assignment
+  };
+  struct NodeEntry {
+    std::optional<NodeInventory> inventory;
+    std::string problem;
+  };
+
+  std::optional<PodEntry> ToEntry(const nlohmann::json& pod);
+  bool CountsLocked(const PodEntry& entry, int64_t now) const;
+  const PodEntry* EffectiveLocked(const std::string& key, int64_t now) const;
+  void ReindexLocked(const std::string& key, const std::set<std::string>& old_nodes);
+  std::set<std::string> NodesOfLocked(const std::string& key) const;
+  void RebuildLocked(const std::string& node, int64_t now);
+  void ExpireLocked(int64_t now);
+  void ChangedLocked();
+  std::string AmbiguityLocked(const NodeView& view, const PodRequest& pod, const std::string& uid,
+                              const Assignment& assignment) const;
+
+  const Config config_;
+  const WorkloadLookup workload_;
+  const Clock now_ns_;
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<std::string, NodeEntry> nodes_;
+  std::map<std::string, PodEntry> pods_;     // from the informer: pods with an assignment or allocation
+  std::map<std::string, PodEntry> assumed_;  // binds made here, until the watch shows them
+  std::map<std::string, std::set<std::string>> pods_by_node_;
+  ClusterView view_;
+  std::shared_ptr<const ClusterView> snapshot_;
+  int64_t next_expiry_ns_ = INT64_MAX;
+};
+
+}  // namespace mgpu::extender

@@ -1,0 +1,154 @@
+#include "extender/cache.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "common/request.h"
+#include "extender/test_objects.h"
+
+namespace mgpu::extender {
+namespace {
+
+using namespace testobj;
+constexpr int64_t kSecond = 1'000'000'000;
+
+class CacheTest : public ::testing::Test {
+ protected:
+  CacheTest() : cache_(Config(), {}, [this] { return now_.load(); }) {}
+  const CardState& CardOf(const std::string& node, int index) {
+    snapshot_ = cache_.Snapshot();
+    return snapshot_->at(node)->state.cards.at(index);
+  }
+  PodRequest Request(const nlohmann::json& pod) {
+    Result<PodRequest> r = ParsePodRequest(pod, Config());
+    EXPECT_TRUE(r.ok()) << r.message();
+    return *r;
+  }
+  std::atomic<int64_t> now_{1000 * kSecond};
+  ClusterCache cache_;
+  std::shared_ptr<const ClusterView> snapshot_;
+  const ResourceNames names_ = Config().Names();
+};
+
+TEST_F(CacheTest, NodesWithoutInventoryAreAbsentAndBadInventoryIsAProblem) {
+  cache_.UpsertNode({{"metadata", {{"name", "plain"}}}});
+  nlohmann::json bad = Node("bad", 1);
+  bad["metadata"]["annotations"][names_.gpu_inventory] = "{not json";
+  cache_.UpsertNode(bad);
+  cache_.UpsertNode(Node("good", 2));
+  auto view = cache_.Snapshot();
+  EXPECT_EQ(view->count("plain"), 0u);
+  EXPECT_NE(view->at("bad")->problem.find("unreadable"), std::string::npos);
+  EXPECT_EQ(view->at("good")->state.cards.size(), 2u);
+  cache_.DeleteNode(Node("good", 2));
+  EXPECT_EQ(cache_.Snapshot()->count("good"), 0u);
+}
+
+TEST_F(CacheTest, AssignedPodsCountAndAllocatedWins) {
+  cache_.UpsertNode(Node("n", 2));
+  cache_.UpsertPod(Placed(Pod("a", 30, 1000), "n", names_.gpu_assignment, OneCard("n-gpu0", 30, 1000), now_));
+  EXPECT_EQ(CardOf("n", 0).usage.core, 30);
+  // The kubelet put it on the other card: the allocation is the truth.
+  nlohmann::json pod =
+      Placed(Pod("a", 30, 1000), "n", names_.gpu_assignment, OneCard("n-gpu0", 30, 1000), now_);
+  pod["metadata"]["annotations"][names_.gpu_allocated] = EncodeAssignment(OneCard("n-gpu1", 30, 1000));
+  cache_.UpsertPod(pod);
+  EXPECT_EQ(CardOf("n", 0).usage.core, 0);
+  EXPECT_EQ(CardOf("n", 1).usage.core, 30);
+  EXPECT_EQ(CardOf("n", 1).usage.memory_mib, 1000);
+}
+
+TEST_F(CacheTest, TerminatedDeletedAndUnboundPodsRelease) {
+  cache_.UpsertNode(Node("n", 1));
+  nlohmann::json pod = Placed(Pod("a", 30, 1000), "n", names_.gpu_allocated, OneCard("n-gpu0", 30, 1000));
+  cache_.UpsertPod(pod);
+  EXPECT_EQ(CardOf("n", 0).usage.core, 30);
+  pod["status"]["phase"] = "Succeeded";
+  cache_.UpsertPod(pod);
+  EXPECT_EQ(CardOf("n", 0).usage.core, 0);
+  pod["status"]["phase"] = "Running";
+  cache_.UpsertPod(pod);
+  EXPECT_EQ(CardOf("n", 0).usage.core, 30);
+  cache_.DeletePod(pod);
+  EXPECT_EQ(CardOf("n", 0).usage.core, 0);
+  nlohmann::json unbound =
+      Placed(Pod("b", 30, 1000), "n", names_.gpu_assignment, OneCard("n-gpu0", 30, 1000), now_);
+  unbound["spec"].erase("nodeName");
+  cache_.UpsertPod(unbound);
+  EXPECT_EQ(CardOf("n", 0).usage.core, 0);
+}
+
+TEST_F(CacheTest, AssignmentsPastTheTtlStopCountingButAllocationsStay) {
+  cache_.UpsertNode(Node("n", 2));
+  cache_.UpsertPod(Placed(Pod("a", 30, 1000), "n", names_.gpu_assignment, OneCard("n-gpu0", 30, 1000), now_));
+  cache_.UpsertPod(Placed(Pod("b", 40, 1000), "n", names_.gpu_allocated, OneCard("n-gpu1", 40, 1000), now_));
+  EXPECT_EQ(CardOf("n", 0).usage.core, 30);
+  now_ += Config().extender.assignment_ttl_seconds * kSecond - 1;
+  EXPECT_EQ(CardOf("n", 0).usage.core, 30);
+  now_ += 1;
+  EXPECT_EQ(CardOf("n", 0).usage.core, 0);
+  EXPECT_EQ(CardOf("n", 1).usage.core, 40);
+}
+
+TEST_F(CacheTest, ReserveTakesCapacityAtOnceAndUnreserveGivesItBack) {
+  cache_.UpsertNode(Node("n", 1, 10000));
+  const auto deadline = std::chrono::steady_clock::now();
+  Result<Assignment> a = cache_.Reserve("n", Request(Pod("a", 60, 6000)), "uid-a", now_, nullptr, deadline);
+  ASSERT_TRUE(a.ok()) << a.message();
+  EXPECT_EQ(CardOf("n", 0).usage.core, 60);
+  Result<Assignment> b = cache_.Reserve("n", Request(Pod("b", 60, 1000)), "uid-b", now_, nullptr, deadline);
+  EXPECT_FALSE(b.ok());
+  cache_.Unreserve("default/a", "uid-a");
+  EXPECT_EQ(CardOf("n", 0).usage.core, 0);
+  EXPECT_TRUE(cache_.Reserve("n", Request(Pod("b", 60, 1000)), "uid-b", now_, nullptr, deadline).ok());
+  EXPECT_FALSE(cache_.Reserve("nowhere", Request(Pod("c", 10, 10)), "uid-c", now_, nullptr, deadline).ok());
+}
+
+TEST_F(CacheTest, AssumedBindSurvivesAStaleWatchEventAndYieldsToTheBoundPod) {
+  cache_.UpsertNode(Node("n", 1));
+  const nlohmann::json pending = Pod("a", 50, 1000);
+  Result<Assignment> a =
+      cache_.Reserve("n", Request(pending), "uid-a", now_, nullptr, std::chrono::steady_clock::now());
+  ASSERT_TRUE(a.ok());
+  cache_.UpsertPod(pending);  // the watch still shows the pod as it was before the bind
+  EXPECT_EQ(CardOf("n", 0).usage.core, 50);
+  cache_.UpsertPod(Placed(pending, "n", names_.gpu_assignment, *a, now_));
+  EXPECT_EQ(CardOf("n", 0).usage.core, 50);
+  EXPECT_EQ(snapshot_->at("n")->pods.size(), 1u);
+}
+
+TEST_F(CacheTest, AmbiguityGuardWaitsForTheEarlierPodToBeAllocated) {
+  cache_.UpsertNode(Node("n", 2, 10000));
+  // a holds card 0 unallocated; b asks the same memory but must go to card 1 (card 0 lacks core).
+  const nlohmann::json a =
+      Placed(Pod("a", 80, 2000), "n", names_.gpu_assignment, OneCard("n-gpu0", 80, 2000), now_);
+  cache_.UpsertPod(a);
+  const PodRequest b = Request(Pod("b", 50, 2000));
+  Result<Assignment> refused =
+      cache_.Reserve("n", b, "uid-b", now_, nullptr, std::chrono::steady_clock::now());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("default/a"), std::string::npos) << refused.message();
+  // Identical shapes on identical cards do not block each other.
+  EXPECT_TRUE(
+      cache_
+          .Reserve("n", Request(Pod("c", 10, 2000)), "uid-c", now_, nullptr, std::chrono::steady_clock::now())
+          .ok());
+  cache_.Unreserve("default/c", "uid-c");
+  // The wait ends when the plugin reports a's allocation.
+  std::thread plugin([&] {
+    nlohmann::json allocated = a;
+    allocated["metadata"]["annotations"][names_.gpu_allocated] =
+        EncodeAssignment(OneCard("n-gpu0", 80, 2000));
+    cache_.UpsertPod(allocated);
+  });
+  Result<Assignment> waited = cache_.Reserve("n", b, "uid-b", now_, nullptr,
+                                             std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  plugin.join();
+  ASSERT_TRUE(waited.ok()) << waited.message();
+  EXPECT_EQ(waited->containers[0].cards[0].uuid, "n-gpu1");
+}
+
+}  // namespace
+}  // namespace mgpu::extender

@@ -1,0 +1,86 @@
+#include "extender/daemon.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <random>
+
+namespace mgpu::extender {
+namespace {
+
+// POD_NAME (the Deployment sets it from the downward API) or the host name, plus a random suffix so that a
+// restarted replica never mistakes the lease of its previous life for its own.
+std::string Identity() {
+  std::string base;
+  if (const char* pod = std::getenv("POD_NAME"); pod && *pod) {
+    base = pod;
+  } else {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    base = host;
+  }
+  std::random_device random;
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "_%08x", random());
+  return base + suffix;
+}
+
+}  // namespace
+
+Daemon::Daemon(Config config) : config_(std::move(config)) {}
+
+Daemon::~Daemon() { Stop(); }
+
+Status Daemon::Start(kube::ClusterConfig cluster) {
+  kube::ClientOptions options;
+  options.user_agent = "mgpu-scheduler-extender";
+  options.request_timeout = std::chrono::milliseconds(4000);  // inside kube-scheduler's 5 s extender timeout
+  Result<std::unique_ptr<kube::Client>> client = kube::Client::Create(std::move(cluster), options);
+  if (!client.ok()) return Error{client.message()};
+  client_ = std::move(*client);
+  workloads_ = std::make_unique<WorkloadResolver>(client_.get());
+  cache_ = std::make_unique<ClusterCache>(
+      config_, [this](const nlohmann::json& pod) { return workloads_->Resolve(pod); });
+  if (config_.extender.leader_election) {
+    elector_ = std::make_unique<LeaderElector>(*client_, config_.extender.lease_namespace,
+                                               config_.extender.lease_name, Identity(),
+                                               std::chrono::seconds(config_.extender.lease_duration_seconds));
+    elector_->Start();
+  }
+  extender_ = std::make_unique<Extender>(*cache_, client_.get(), workloads_.get(), metrics_,
+                                         [this] { return Leader(); });
+
+  ClusterCache& cache = *cache_;
+  nodes_ = std::make_unique<kube::Informer>(
+      *client_, kube::InformerOptions{.resource = kube::kNodes},
+      kube::InformerHandlers{[&cache](const kube::Json& n) { cache.UpsertNode(n); },
+                             [&cache](const kube::Json&, const kube::Json& n) { cache.UpsertNode(n); },
+                             [&cache](const kube::Json& n) { cache.DeleteNode(n); }});
+  pods_ = std::make_unique<kube::Informer>(
+      *client_, kube::InformerOptions{.resource = kube::kPods},
+      kube::InformerHandlers{[&cache](const kube::Json& p) { cache.UpsertPod(p); },
+                             [&cache](const kube::Json&, const kube::Json& p) { cache.UpsertPod(p); },
+                             [&cache](const kube::Json& p) { cache.DeletePod(p); }});
+  nodes_->Start();
+  pods_->Start();
+  server_ = std::make_unique<HttpServer>(*extender_, *cache_, metrics_, [this] { return Ready(); });
+  return server_->Start(config_.extender.listen_address, config_.extender);
+}
+
+void Daemon::Stop() {
+  if (server_) server_->Stop();
+  if (pods_) pods_->Stop();
+  if (nodes_) nodes_->Stop();
+  if (elector_) elector_->Stop();
+}
+
+bool Daemon::Ready() const {
+  return nodes_ && pods_ && nodes_->HasSynced() && pods_->HasSynced() && Leader();
+}
+
+bool Daemon::Leader() const {
+  return !config_.extender.leader_election || (elector_ && elector_->IsLeader());
+}
+
+}  // namespace mgpu::extender

@@ -1,0 +1,49 @@
+// The whole extender wired together: API client, node and pod informers feeding the cache, the verbs and the
+// HTTP server, and the optional leader election. main.cc and the integration tests start one of these.
+#pragma once
+
+#include <memory>
+
+#include "common/config.h"
+#include "common/kube/client.h"
+#include "common/kube/informer.h"
+#include "common/result.h"
+#include "extender/cache.h"
+#include "extender/extender.h"
+#include "extender/leader.h"
+#include "extender/metrics.h"
+#include "extender/server.h"
+#include "extender/workload.h"
+
+namespace mgpu::extender {
+
+class Daemon {
+ public:
+  explicit Daemon(Config config);
+  ~Daemon();
+  // Connects (nothing is contacted before the informers start), starts the informers, then serves on
+  // config.extender.listen_address.
+  Status Start(kube::ClusterConfig cluster);
+  void Stop();
+
+  int port() const { return server_ ? server_->port() : 0; }
+  // Both informers have synced and, with leader election, this replica leads: followers report not-ready so
+  // that the Service sends filter, prioritize and bind alike to the leader, whose cache holds its own binds.
+  bool Ready() const;
+  bool Leader() const;  // always true without leader election
+  ClusterCache& cache() { return *cache_; }
+
+ private:
+  Config config_;
+  std::unique_ptr<kube::Client> client_;
+  std::unique_ptr<LeaderElector> elector_;
+  std::unique_ptr<WorkloadResolver> workloads_;
+  std::unique_ptr<ClusterCache> cache_;
+  Metrics metrics_;
+  std::unique_ptr<Extender> extender_;
+  std::unique_ptr<kube::Informer> nodes_;
+  std::unique_ptr<kube::Informer> pods_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+}  // namespace mgpu::extender

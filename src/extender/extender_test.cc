@@ -1,0 +1,198 @@
+#include "extender/extender.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+
+#include "extender/server.h"
+#include "extender/test_objects.h"
+
+namespace mgpu::extender {
+namespace {
+
+using namespace testobj;
+using nlohmann::json;
+
+std::string Fixture(const std::string& name) {
+  std::ifstream in(std::string(MGPU_SHARED_DIR) + "/fixtures/kube-scheduler/" + name);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+ExtenderArgs Args(const json& pod, const std::vector<std::string>& nodes) {
+  Result<ExtenderArgs> args =
+      ExtenderArgs::Parse(json{{"Pod", pod}, {"NodeNames", nodes}, {"Nodes", nullptr}}.dump());
+  EXPECT_TRUE(args.ok()) << args.message();
+  return *args;
+}
+
+class ExtenderTest : public ::testing::Test {
+ protected:
+  ExtenderTest() : cache_(Config()), extender_(cache_, nullptr, nullptr, metrics_) {
+    cache_.UpsertNode(Node("full", 1, 8000));
+    cache_.UpsertNode(Node("empty", 2, 16000));
+    cache_.UpsertNode(Node("half", 1, 16000));
+    cache_.UpsertPod(
+        Placed(Pod("big", 80, 4000), "full", names_.gpu_allocated, OneCard("full-gpu0", 80, 4000)));
+    cache_.UpsertPod(
+        Placed(Pod("mid", 50, 8000), "half", names_.gpu_allocated, OneCard("half-gpu0", 50, 8000)));
+  }
+  const ResourceNames names_ = Config().Names();
+  ClusterCache cache_;
+  Metrics metrics_;
+  Extender extender_;
+};
+
+TEST_F(ExtenderTest, FilterGivesEveryFailingNodeAReason) {
+  const FilterResult r = extender_.Filter(Args(Pod("p", 30, 4096), {"full", "empty", "half", "cpu-only"}));
+  ASSERT_EQ(r.passed.size(), 2u);
+  EXPECT_EQ(r.passed[0], 1u);
+  EXPECT_EQ(r.passed[1], 2u);
+  ASSERT_EQ(r.failed.count("full"), 1u);
+  EXPECT_NE(r.failed.at("full").find("full-gpu0"), std::string::npos) << r.failed.at("full");
+  EXPECT_NE(r.failed.at("cpu-only").find("gpu-inventory"), std::string::npos);
+  EXPECT_TRUE(r.unresolvable.empty());
+  EXPECT_NE(metrics_.Render(*cache_.Snapshot())
+                .find("mgpu_extender_filter_failures_total{reason=\"insufficient\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(ExtenderTest, RuleViolationsAreUnresolvableEverywhere) {
+  const FilterResult r = extender_.Filter(Args(Pod("p", 150, 4096), {"empty", "half"}));
+  EXPECT_TRUE(r.passed.empty());
+  ASSERT_EQ(r.unresolvable.size(), 2u);
+  EXPECT_NE(r.unresolvable.at("empty").find("default/p"), std::string::npos) << r.unresolvable.at("empty");
+}
+
+TEST_F(ExtenderTest, PodsWithoutGpuPassEverywhere) {
+  Result<ExtenderArgs> args = ExtenderArgs::Parse(Fixture("v1.32/cache-filter-001.json"));
+  ASSERT_TRUE(args.ok());
+  EXPECT_EQ(extender_.Filter(*args).passed.size(), 2u);
+}
+
+TEST_F(ExtenderTest, PrioritizeBinpackPrefersTheFullerNode) {
+  const std::vector<HostScore> scores =
+      extender_.Prioritize(Args(Pod("p", 20, 1000), {"empty", "half", "full"}));
+  ASSERT_EQ(scores.size(), 3u);
+  EXPECT_EQ(scores[2].host, "full");
+  EXPECT_EQ(scores[2].score, 10);  // fullest node that still fits
+  EXPECT_LT(scores[0].score, scores[1].score);
+  for (const HostScore& s : scores) EXPECT_TRUE(s.score >= 0 && s.score <= 10);
+  // A node where the pod does not fit scores 0.
+  EXPECT_EQ(extender_.Prioritize(Args(Pod("q", 90, 1000), {"full", "empty"}))[0].score, 0);
+}
+
+TEST_F(ExtenderTest, PreemptKeepsOnlyNodesWhereTheVictimsFreeACard) {
+  PreemptArgs args;
+  args.pod = Pod("p", 60, 4000);
+  args.victims["full"] = MetaVictims{{"uid-big"}, 0};
+  args.victims["half"] = MetaVictims{{"some-cpu-pod"}, 1};  // frees no GPU: 50% left is not enough
+  args.victims["unknown"] = MetaVictims{{"x"}, 0};
+  const auto out = extender_.Preempt(args);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out.at("full").pod_uids, std::vector<std::string>{"uid-big"});
+}
+
+TEST_F(ExtenderTest, BindWithoutClientIsAnErrorNotACrash) {
+  EXPECT_FALSE(extender_.Bind(BindArgs{"p", "default", "u", "empty"}).empty());
+}
+
+class ServerTest : public ExtenderTest {
+ protected:
+  void SetUp() override {
+    ExtenderConfig config;
+    config.max_body_bytes = 1 << 20;
+    server_ = std::make_unique<HttpServer>(extender_, cache_, metrics_, [this] { return ready_.load(); });
+    ASSERT_TRUE(server_->Start("127.0.0.1:0", config).ok());
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+  }
+  std::atomic<bool> ready_{true};
+  std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(ServerTest, RecordedFilterAndPrioritizeInBothModes) {
+  for (const char* mode : {"cache", "nocache"}) {
+    const std::string prefix = std::string("v1.32/") + mode;
+    auto filter = client_->Post("/filter", Fixture(prefix + "-filter-001.json"), "application/json");
+    ASSERT_TRUE(filter);
+    EXPECT_EQ(filter->status, 200);
+    const json reply = json::parse(filter->body);
+    const json want = json::parse(Fixture(prefix + "-filter-001.response.json"));
+    if (std::string(mode) == "cache") {
+      EXPECT_EQ(reply["NodeNames"], want["NodeNames"]);
+    } else {
+      EXPECT_EQ(reply["Nodes"], want["Nodes"]);
+    }
+    EXPECT_EQ(reply["Error"], "");
+    auto prioritize =
+        client_->Post("/prioritize", Fixture(prefix + "-prioritize-002.json"), "application/json");
+    ASSERT_TRUE(prioritize);
+    EXPECT_EQ(prioritize->status, 200);
+    EXPECT_EQ(json::parse(prioritize->body).size(), 2u);
+  }
+}
+
+TEST_F(ServerTest, RecordedPreemptAndBind) {
+  auto preempt =
+      client_->Post("/preempt", Fixture("v1.32-bind-preempt/bp-preempt-006.json"), "application/json");
+  ASSERT_TRUE(preempt);
+  EXPECT_EQ(preempt->status, 200);
+  EXPECT_EQ(json::parse(preempt->body),
+            json::parse(Fixture("v1.32-bind-preempt/bp-preempt-006.response.json")));
+  auto bind = client_->Post("/bind", Fixture("v1.32-bind-preempt/bp-bind-003.json"), "application/json");
+  ASSERT_TRUE(bind);
+  EXPECT_EQ(bind->status, 200);
+  EXPECT_NE(json::parse(bind->body)["Error"], "");  // no API server here: a scheduling error, not a 4xx
+}
+
+TEST_F(ServerTest, MalformedAndHugeRequests) {
+  for (const char* path : {"/filter", "/prioritize", "/bind", "/preempt"}) {
+    for (const char* body : {"", "{", "{\"Pod\":7}", "[1,2]", "{\"PodName\":{}}"}) {
+      auto res = client_->Post(path, body, "application/json");
+      ASSERT_TRUE(res) << path;
+      EXPECT_EQ(res->status, 400) << path << " " << body;
+      EXPECT_FALSE(json::parse(res->body)["Error"].get<std::string>().empty());
+    }
+  }
+  auto huge = client_->Post("/filter", std::string(2 << 20, ' '), "application/json");
+  ASSERT_TRUE(huge);
+  EXPECT_EQ(huge->status, 413);
+  auto ok = client_->Post("/filter", Fixture("v1.32/cache-filter-001.json"), "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST_F(ServerTest, HealthReadinessMetricsAndNodes) {
+  ready_ = false;
+  EXPECT_EQ(client_->Get("/healthz")->status, 200);
+  EXPECT_EQ(client_->Get("/readyz")->status, 503);
+  const std::string early = json{{"Pod", Pod("p", 30, 1000)}, {"NodeNames", {"empty"}}}.dump();
+  EXPECT_NE(json::parse(client_->Post("/filter", early, "application/json")->body)["Error"], "");
+  EXPECT_EQ(client_->Post("/prioritize", early, "application/json")->status, 503);
+  ready_ = true;
+  EXPECT_EQ(client_->Get("/readyz")->status, 200);
+  const std::string body = json{{"Pod", Pod("p", 30, 1000)}, {"NodeNames", {"empty"}}}.dump();
+  ASSERT_EQ(client_->Post("/filter", body, "application/json")->status, 200);
+  const std::string metrics = client_->Get("/metrics")->body;
+  EXPECT_NE(metrics.find("mgpu_extender_requests_total{verb=\"filter\",code=\"200\"} 2"), std::string::npos);
+  EXPECT_NE(metrics.find("mgpu_extender_requests_total{verb=\"prioritize\",code=\"503\"} 1"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("mgpu_extender_request_duration_seconds_count{verb=\"filter\"} 2"),
+            std::string::npos);
+  EXPECT_NE(metrics.find(
+                "mgpu_extender_card_core_allocated_percent{node=\"full\",card=\"0\",uuid=\"full-gpu0\"} 80"),
+            std::string::npos);
+  const json nodes = json::parse(client_->Get("/v1/nodes")->body);
+  ASSERT_EQ(nodes["nodes"].size(), 3u);
+  EXPECT_EQ(nodes["nodes"][1]["name"], "full");
+  EXPECT_EQ(nodes["nodes"][1]["cards"][0]["core"], 80);
+  EXPECT_EQ(nodes["nodes"][1]["pods"][0]["pod"], "default/big");
+}
+
+}  // namespace
+}  // namespace mgpu::extender

@@ -1,0 +1,50 @@
+// mgpu-scheduler-extender: kube-scheduler's HTTP extender for fractional GPUs (filter, prioritize, bind,
+// preempt). Wires the parts together.
+//   mgpu-scheduler-extender [--config FILE] [--kubeconfig FILE] [--listen HOST:PORT] [--version]
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "common/config.h"
+#include "common/daemon.h"
+#include "common/kube/kubeconfig.h"
+#include "extender/daemon.h"
+
+int main(int argc, char** argv) {
+  using namespace mgpu;
+  std::map<std::string, std::string> flags;
+  if (!ParseFlags(argc, argv, {"config", "kubeconfig", "listen"}, {"version"}, flags)) {
+    std::cerr << "usage: mgpu-scheduler-extender [--config FILE] [--kubeconfig FILE] [--listen HOST:PORT] "
+                 "[--version]\n";
+    return kExitUsage;
+  }
+  if (flags.count("version")) {
+    std::cout << "mgpu-scheduler-extender " << MGPU_VERSION << '\n';
+    return 0;
+  }
+  Result<Config> config = flags["config"].empty() ? ParseConfig("") : LoadConfigFile(flags["config"]);
+  if (!config.ok()) {
+    std::cerr << "mgpu-scheduler-extender: " << config.message() << '\n';
+    return kExitConfig;
+  }
+  if (!flags["listen"].empty()) config->extender.listen_address = flags["listen"];
+  Result<kube::ClusterConfig> cluster = kube::ResolveClusterConfig(flags["kubeconfig"]);
+  if (!cluster.ok()) {
+    std::cerr << "mgpu-scheduler-extender: " << cluster.message() << '\n';
+    return kExitConfig;
+  }
+
+  TerminationSignals signals;  // before any thread starts
+  extender::Daemon daemon(*config);
+  if (Status s = daemon.Start(std::move(*cluster)); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return kExitServe;
+  }
+  const int signal = signals.Wait();
+  spdlog::info("signal {}: stopping", signal);
+  daemon.Stop();
+  spdlog::info("stopped");
+  return 0;
+}

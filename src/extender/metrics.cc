@@ -1,0 +1,101 @@
+#include "extender/metrics.h"
+
+#include <sstream>
+
+#include "common/metrics_text.h"
+
+namespace mgpu::extender {
+namespace {}  // namespace
+
+void Metrics::ObserveRequest(std::string_view verb, int code, double seconds) {
+  std::lock_guard lock(mu_);
+  ++requests_[{std::string(verb), code}];
+  Histogram& h = latency_[std::string(verb)];
+  for (size_t i = 0; i < kBuckets.size(); ++i) {
+    if (seconds <= kBuckets[i]) {
+      ++h.buckets[i];
+      break;
+    }
+  }
+  ++h.count;
+  h.sum += seconds;
+}
+
+void Metrics::CountFilterFailure(std::string_view reason) {
+  std::lock_guard lock(mu_);
+  ++filter_failures_[std::string(reason)];
+}
+
+std::string Metrics::Render(const ClusterView& view) const {
+  std::ostringstream out;
+  {
+    std::lock_guard lock(mu_);
+    out << "# HELP mgpu_extender_requests_total Extender requests served, by verb and HTTP status.\n"
+           "# TYPE mgpu_extender_requests_total counter\n";
+    for (const auto& [key, n] : requests_)
+      out << "mgpu_extender_requests_total{verb=\"" << EscapeLabelValue(key.first) << "\",code=\""
+          << key.second << "\"} " << n << '\n';
+    out << "# HELP mgpu_extender_request_duration_seconds Time to answer an extender request, by verb.\n"
+           "# TYPE mgpu_extender_request_duration_seconds histogram\n";
+    for (const auto& [verb, h] : latency_) {
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i < kBuckets.size(); ++i) {
+        cumulative += h.buckets[i];
+        out << "mgpu_extender_request_duration_seconds_bucket{verb=\"" << EscapeLabelValue(verb) << "\",le=\""
+            << kBuckets[i] << "\"} " << cumulative << '\n';
+      }
+      out << "mgpu_extender_request_duration_seconds_bucket{verb=\"" << EscapeLabelValue(verb)
+          << "\",le=\"+Inf\"} " << h.count << '\n';
+      out << "mgpu_extender_request_duration_seconds_sum{verb=\"" << EscapeLabelValue(verb) << "\"} " << h.sum
+          << '\n';
+      out << "mgpu_extender_request_duration_seconds_count{verb=\"" << EscapeLabelValue(verb) << "\"} "
+          << h.count << '\n';
+    }
+    out << "# HELP mgpu_extender_filter_failures_total Nodes failed by filter, by reason.\n"
+           "# TYPE mgpu_extender_filter_failures_total counter\n";
+    for (const auto& [reason, n] : filter_failures_)
+      out << "mgpu_extender_filter_failures_total{reason=\"" << EscapeLabelValue(reason) << "\"} " << n
+          << '\n';
+  }
+  struct Series {
+    const char* name;
+    const char* help;
+    double (*value)(const CardState&);
+  };
+  static const Series kSeries[] = {
+      {"mgpu_extender_card_core_allocated_percent",
+       "Online mgpu-core allocated on the card (scheduler view).",
+       [](const CardState& c) -> double { return c.usage.core; }},
+      {"mgpu_extender_card_reclaimed_core_allocated_percent",
+       "Offline reclaimed-mgpu-core allocated on the card (scheduler view).",
+       [](const CardState& c) -> double { return c.usage.reclaimed_core; }},
+      {"mgpu_extender_card_memory_allocated_mib", "Memory allocated on the card in MiB (scheduler view).",
+       [](const CardState& c) -> double { return static_cast<double>(c.usage.memory_mib); }},
+      {"mgpu_extender_card_memory_capacity_mib", "Memory the card may hand out in MiB.",
+       [](const CardState& c) -> double { return static_cast<double>(c.capacity_mib); }},
+      {"mgpu_extender_card_healthy", "1 when the card takes new pods.",
+       [](const CardState& c) -> double { return c.card.healthy ? 1 : 0; }},
+  };
+  double core = 0, cards = 0;
+  for (const Series& s : kSeries) {
+    out << "# HELP " << s.name << ' ' << s.help << "\n# TYPE " << s.name << " gauge\n";
+    for (const auto& [node, v] : view) {
+      for (const CardState& c : v->state.cards) {
+        out << s.name << "{node=\"" << EscapeLabelValue(node) << "\",card=\"" << c.card.index << "\",uuid=\""
+            << EscapeLabelValue(c.card.uuid) << "\"} " << s.value(c) << '\n';
+      }
+    }
+  }
+  for (const auto& [node, v] : view) {
+    for (const CardState& c : v->state.cards) {
+      core += c.usage.core;
+      cards += 1;
+    }
+  }
+  out << "# HELP mgpu_extender_cluster_core_allocated_ratio Online core allocated over all cards.\n"
+         "# TYPE mgpu_extender_cluster_core_allocated_ratio gauge\n"
+      << "mgpu_extender_cluster_core_allocated_ratio " << (cards > 0 ? core / (100 * cards) : 0) << '\n';
+  return out.str();
+}
+
+}  // namespace mgpu::extender

@@ -1,0 +1,35 @@
+// The extender's Prometheus text (/metrics): requests and latency histograms per verb, filter failures by
+// reason, and the per-card allocation of the cache's view. Thread-safe.
+#pragma once
+
+#include <array>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "extender/cache.h"
+
+namespace mgpu::extender {
+
+class Metrics {
+ public:
+  void ObserveRequest(std::string_view verb, int code, double seconds);
+  void CountFilterFailure(std::string_view reason);
+  std::string Render(const ClusterView& view) const;
+
+ private:
+  static constexpr std::array<double, 13> kBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                      0.1,    0.25,  0.5,    1,     2.5,  5};
+  struct Histogram {
+    std::array<uint64_t, kBuckets.size()> buckets{};  // cumulative counts are summed when rendering
+    uint64_t count = 0;
+    double sum = 0;
+  };
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_;  // (verb, HTTP code)
+  std::map<std::string, Histogram> latency_;
+  std::map<std::string, uint64_t> filter_failures_;
+};
+
+}  // namespace mgpu::extender

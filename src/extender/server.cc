@@ -1,0 +1,181 @@
+#include "extender/server.h"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "common/model.h"
+
+namespace mgpu::extender {
+namespace {
+
+using nlohmann::json;
+constexpr char kJson[] = "application/json";
+constexpr int kThreads = 32;
+
+}  // namespace
+
+json NodesJson(const ClusterView& view) {
+  json nodes = json::array();
+  for (const auto& [name, v] : view) {
+    json cards = json::array();
+    for (const CardState& c : v->state.cards) {
+      cards.push_back({{"index", c.card.index},
+                       {"uuid", c.card.uuid},
+                       {"model", c.card.model},
+                       {"healthy", c.card.healthy},
+                       {"capacityMiB", c.capacity_mib},
+                       {"core", c.usage.core},
+                       {"reclaimedCore", c.usage.reclaimed_core},
+                       {"memoryMiB", c.usage.memory_mib},
+                       {"holders", c.usage.holders},
+                       {"policy", c.usage.holders ? json(Name(c.usage.policy)) : json(nullptr)}});
+    }
+    json pods = json::array();
+    for (const PlacedPod& p : v->pods) {
+      json containers = json::array();
+      for (const ContainerAssignment& ca : p.assignment.containers) {
+        json shares = json::array();
+        for (const CardShare& s : ca.cards)
+          shares.push_back({{"uuid", s.uuid},
+                            {"core", s.core},
+                            {"reclaimedCore", s.reclaimed_core},
+                            {"memoryMiB", s.memory_mib}});
+        containers.push_back({{"name", ca.container}, {"cards", shares}});
+      }
+      pods.push_back(
+          {{"pod", p.key}, {"uid", p.uid}, {"allocated", p.allocated}, {"containers", containers}});
+    }
+    json node = {{"name", name}, {"cards", cards}, {"pods", pods}};
+    if (!v->problem.empty()) node["problem"] = v->problem;
+    nodes.push_back(std::move(node));
+  }
+  return {{"nodes", nodes}};
+}
+
+HttpServer::HttpServer(Extender& extender, ClusterCache& cache, Metrics& metrics, std::function<bool()> ready)
+    : extender_(extender), cache_(cache), metrics_(metrics), ready_(std::move(ready)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Status HttpServer::Start(const std::string& address, const ExtenderConfig& config) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return Error{"extender.listenAddress " + address + " is not host:port"};
+  const std::string host = address.substr(0, colon);
+  int port = 0;
+  try {
+    port = std::stoi(address.substr(colon + 1));
+  } catch (const std::exception&) {
+    return Error{"extender.listenAddress " + address + " has no valid port"};
+  }
+  if (!config.tls_cert_file.empty() || !config.tls_key_file.empty()) {
+    auto ssl =
+        std::make_unique<httplib::SSLServer>(config.tls_cert_file.c_str(), config.tls_key_file.c_str());
+    if (!ssl->is_valid())
+      return Error{"cannot load the TLS certificate " + config.tls_cert_file + " and key " +
+                   config.tls_key_file};
+    server_ = std::move(ssl);
+  } else {
+    server_ = std::make_unique<httplib::Server>();
+  }
+  httplib::Server& s = *server_;
+  s.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
+  s.set_payload_max_length(static_cast<size_t>(config.max_body_bytes));
+  s.set_read_timeout(std::chrono::seconds(10));
+  s.set_write_timeout(std::chrono::seconds(10));
+  s.set_keep_alive_timeout(30);
+
+  // Every verb: time it, count it, and turn an unexpected exception into a 500 instead of a dead process.
+  const auto verb = [this](const std::string& name,
+                           std::function<void(const httplib::Request&, httplib::Response&)> fn) {
+    return [this, name, fn = std::move(fn)](const httplib::Request& req, httplib::Response& res) {
+      const auto start = std::chrono::steady_clock::now();
+      res.status = 200;
+      try {
+        fn(req, res);
+      } catch (const std::exception& e) {
+        spdlog::error("{}: {}", name, e.what());
+        res.status = 500;
+        res.set_content(EncodeError(std::string("internal error: ") + e.what()), kJson);
+      }
+      metrics_.ObserveRequest(
+          name, res.status, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    };
+  };
+  const auto bad_request = [](httplib::Response& res, const std::string& message) {
+    res.status = 400;
+    res.set_content(EncodeError(message), kJson);
+  };
+
+  // Before the informers have synced (or on a follower) the cache cannot answer for the cluster: filter and
+  // bind report a scheduling error, prioritize and preempt a 503, so the scheduler retries instead of acting
+  // on an empty view.
+  const auto not_ready = [this] { return ready_ && !ready_(); };
+  constexpr char kNotReady[] =
+      "mgpu-scheduler-extender is not ready (informers not synced, or not the leader)";
+  s.Post("/filter", verb("filter", [this, bad_request, not_ready, kNotReady](const httplib::Request& req,
+                                                                             httplib::Response& res) {
+           Result<ExtenderArgs> args = ExtenderArgs::Parse(req.body);
+           if (!args.ok()) return bad_request(res, args.message());
+           FilterResult result;
+           if (not_ready()) {
+             result.error = kNotReady;
+           } else {
+             result = extender_.Filter(*args);
+           }
+           res.set_content(EncodeFilterResult(*args, result), kJson);
+         }));
+  s.Post("/prioritize", verb("prioritize", [this, bad_request, not_ready, kNotReady](
+                                               const httplib::Request& req, httplib::Response& res) {
+           Result<ExtenderArgs> args = ExtenderArgs::Parse(req.body);
+           if (!args.ok()) return bad_request(res, args.message());
+           if (not_ready()) {
+             res.status = 503;
+             return res.set_content(EncodeError(kNotReady), kJson);
+           }
+           res.set_content(EncodePrioritizeResult(extender_.Prioritize(*args)), kJson);
+         }));
+  s.Post("/bind", verb("bind", [this, bad_request, not_ready, kNotReady](const httplib::Request& req,
+                                                                         httplib::Response& res) {
+           Result<BindArgs> args = BindArgs::Parse(req.body);
+           if (!args.ok()) return bad_request(res, args.message());
+           res.set_content(EncodeError(not_ready() ? kNotReady : extender_.Bind(*args)), kJson);
+         }));
+  s.Post("/preempt", verb("preempt", [this, bad_request, not_ready, kNotReady](const httplib::Request& req,
+                                                                               httplib::Response& res) {
+           Result<PreemptArgs> args = PreemptArgs::Parse(req.body);
+           if (!args.ok()) return bad_request(res, args.message());
+           if (not_ready()) {
+             res.status = 503;
+             return res.set_content(EncodeError(kNotReady), kJson);
+           }
+           res.set_content(EncodePreemptResult(extender_.Preempt(*args)), kJson);
+         }));
+  s.Get("/healthz",
+        [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+  s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+    const bool ready = !ready_ || ready_();
+    res.status = ready ? 200 : 503;
+    res.set_content(ready ? "ok\n" : "informers not synced\n", "text/plain");
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.Render(*cache_.Snapshot()), "text/plain; version=0.0.4");
+  });
+  s.Get("/v1/nodes", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(NodesJson(*cache_.Snapshot()).dump(), kJson);
+  });
+
+  port_ = port == 0 ? s.bind_to_any_port(host) : (s.bind_to_port(host, port) ? port : -1);
+  if (port_ <= 0) return Error{"cannot listen on " + address};
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  spdlog::info("extender listening on {}:{}{}", host, port_, config.tls_cert_file.empty() ? "" : " (TLS)");
+  return Status::Ok();
+}
+
+void HttpServer::Stop() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace mgpu::extender

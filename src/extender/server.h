@@ -1,0 +1,48 @@
+// The extender's HTTP server (cpp-httplib, a thread pool): POST /filter, /prioritize, /bind, /preempt
+// (kube-scheduler's JSON contract: 200 with Error set for scheduling errors, 400 for malformed requests, 413
+// for bodies over extender.max_body_bytes) and GET /healthz, /readyz, /metrics, /v1/nodes. While `ready` is
+// false the verbs refuse (filter and bind with Error set, prioritize and preempt with 503). A handler never
+// throws out of the server: an unexpected exception is answered 500 and logged.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "extender/cache.h"
+#include "extender/extender.h"
+#include "extender/metrics.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace mgpu::extender {
+
+// The read-only per-card view served at GET /v1/nodes.
+nlohmann::json NodesJson(const ClusterView& view);
+
+class HttpServer {
+ public:
+  HttpServer(Extender& extender, ClusterCache& cache, Metrics& metrics, std::function<bool()> ready);
+  ~HttpServer();
+  // Listens on "host:port" (port 0: a free one, see port()); TLS when cert and key files are configured.
+  Status Start(const std::string& address, const ExtenderConfig& config);
+  void Stop();
+  int port() const { return port_; }
+
+ private:
+  Extender& extender_;
+  ClusterCache& cache_;
+  Metrics& metrics_;
+  std::function<bool()> ready_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace mgpu::extender

@@ -1,0 +1,61 @@
+// Test-only builders of the Node and Pod objects the extender reads (shared by the unit and integration
+// tests).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/codec.h"
+#include "common/config.h"
+#include "common/model.h"
+
+namespace mgpu::extender::testobj {
+
+// A node with `cards` cards of `memory_mib` each, named "<node>-gpu<i>".
+inline nlohmann::json Node(const std::string& name, int cards, int64_t memory_mib = 16384) {
+  NodeInventory inventory;
+  for (int i = 0; i < cards; ++i)
+    inventory.cards.push_back(Card{i, name + "-gpu" + std::to_string(i), "Test GPU", memory_mib, true});
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata",
+       {{"name", name}, {"annotations", {{Config().Names().gpu_inventory, EncodeInventory(inventory)}}}}}};
+}
+
+// A pod with one container "c" asking for `core`% and `memory_mib` MiB (online).
+inline nlohmann::json Pod(const std::string& name, int core, int64_t memory_mib,
+                          const std::string& uid = "") {
+  const ResourceNames names = Config().Names();
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", name}, {"namespace", "default"}, {"uid", uid.empty() ? "uid-" + name : uid}}},
+      {"spec",
+       {{"containers",
+         {{{"name", "c"},
+           {"image", "x"},
+           {"resources",
+            {{"limits",
+              {{names.core, std::to_string(core)}, {names.memory, std::to_string(memory_mib)}}}}}}}}}},
+      {"status", {{"phase", "Pending"}}}};
+}
+
+inline Assignment OneCard(const std::string& uuid, int core, int64_t memory_mib) {
+  return Assignment{{ContainerAssignment{"c", {CardShare{uuid, core, 0, memory_mib}}}}};
+}
+
+// `pod` bound to `node` with `annotation` (gpu-assignment or gpu-allocated) set to `assignment`.
+inline nlohmann::json Placed(nlohmann::json pod, const std::string& node, const std::string& annotation,
+                             const Assignment& assignment, int64_t assume_ns = 0) {
+  pod["spec"]["nodeName"] = node;
+  pod["status"]["phase"] = "Running";
+  pod["metadata"]["annotations"][annotation] = EncodeAssignment(assignment);
+  if (assume_ns)
+    pod["metadata"]["annotations"][Config().Names().gpu_assume_time] = EncodeAssumeTime(assume_ns);
+  return pod;
+}
+
+}  // namespace mgpu::extender::testobj

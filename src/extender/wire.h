@@ -1,0 +1,70 @@
+// kube-scheduler's extender JSON contract (DESIGN §8) at the edge: request bodies in, reply bodies out. Keys
+// are matched in any case. In full-`Nodes` mode only each node's metadata.name is read (by simdjson on
+// demand, no DOM); the node objects themselves are passed back byte for byte in the filter reply.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace mgpu::extender {
+
+// ExtenderArgs of filter and prioritize.
+struct ExtenderArgs {
+  nlohmann::json pod;
+  std::vector<std::string> node_names;
+  bool full_nodes = false;                   // the scheduler sent `Nodes` (nodeCacheCapable: false)
+  std::vector<std::string_view> node_items;  // full mode: each node's JSON text, parallel to node_names
+
+  // Fails (one sentence) on malformed JSON or wrong types.
+  static Result<ExtenderArgs> Parse(std::string_view body);
+
+ private:
+  std::shared_ptr<std::string> buffer_;  // the padded body node_items point into
+};
+
+struct FilterResult {
+  std::vector<size_t> passed;  // indexes into ExtenderArgs::node_names
+  std::map<std::string, std::string> failed;
+  std::map<std::string, std::string> unresolvable;
+  std::string error;
+};
+std::string EncodeFilterResult(const ExtenderArgs& args, const FilterResult& result);
+
+struct HostScore {
+  std::string host;
+  int score = 0;
+};
+std::string EncodePrioritizeResult(const std::vector<HostScore>& scores);
+
+struct BindArgs {
+  std::string pod_name;
+  std::string pod_namespace;
+  std::string pod_uid;
+  std::string node;
+  static Result<BindArgs> Parse(std::string_view body);
+};
+std::string EncodeError(std::string_view error);  // {"Error": "..."}: the bind reply and 4xx bodies
+
+struct MetaVictims {
+  std::vector<std::string> pod_uids;
+  int64_t num_pdb_violations = 0;
+};
+struct PreemptArgs {
+  nlohmann::json pod;
+  // From NodeNameToMetaVictims, or NodeNameToVictims (full pods) when that is what came.
+  std::map<std::string, MetaVictims> victims;
+  static Result<PreemptArgs> Parse(std::string_view body);
+};
+std::string EncodePreemptResult(const std::map<std::string, MetaVictims>& victims);
+
+// The value of `key` in a JSON object, matched in any case; null when absent.
+const nlohmann::json* FieldAnyCase(const nlohmann::json& object, std::string_view key);
+
+}  // namespace mgpu::extender

@@ -1,0 +1,130 @@
+#include "extender/wire.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace mgpu::extender {
+namespace {
+
+using nlohmann::json;
+
+std::string Fixture(const std::string& name) {
+  std::ifstream in(std::string(MGPU_SHARED_DIR) + "/fixtures/kube-scheduler/" + name);
+  std::stringstream s;
+  s << in.rdbuf();
+  EXPECT_TRUE(in.good() || in.eof()) << name;
+  return s.str();
+}
+
+TEST(Wire, CacheModeFilterArgsGiveNamesAndPod) {
+  Result<ExtenderArgs> args = ExtenderArgs::Parse(Fixture("v1.32/cache-filter-001.json"));
+  ASSERT_TRUE(args.ok()) << args.message();
+  EXPECT_FALSE(args->full_nodes);
+  EXPECT_EQ(args->node_names, (std::vector<std::string>{"fake-node-1", "fake-node-2"}));
+  EXPECT_EQ(args->pod["metadata"]["name"], "gpu-pod");
+}
+
+TEST(Wire, FullNodesModeReadsNamesAndEchoesPassingNodesVerbatim) {
+  const std::string body = Fixture("v1.32/nocache-filter-001.json");
+  Result<ExtenderArgs> args = ExtenderArgs::Parse(body);
+  ASSERT_TRUE(args.ok()) << args.message();
+  EXPECT_TRUE(args->full_nodes);
+  EXPECT_EQ(args->node_names, (std::vector<std::string>{"fake-node-1", "fake-node-2"}));
+  FilterResult result;
+  result.passed = {1};
+  result.failed["fake-node-1"] = "no card";
+  const json reply = json::parse(EncodeFilterResult(*args, result));
+  const json items = json::parse(body)["Nodes"]["items"];
+  ASSERT_EQ(reply["Nodes"]["items"].size(), 1u);
+  EXPECT_EQ(reply["Nodes"]["items"][0], items[1]);
+  EXPECT_TRUE(reply["NodeNames"].is_null());
+  EXPECT_EQ(reply["FailedNodes"]["fake-node-1"], "no card");
+  EXPECT_EQ(reply["Error"], "");
+}
+
+TEST(Wire, CacheModeReplyMatchesTheRecordedShape) {
+  Result<ExtenderArgs> args = ExtenderArgs::Parse(Fixture("v1.32/cache-fail1-filter-001.json"));
+  ASSERT_TRUE(args.ok());
+  FilterResult result;
+  result.passed = {1};
+  result.failed["fake-node-1"] = "k8sh extender: FAIL_NODES";
+  json want = json::parse(Fixture("v1.32/cache-fail1-filter-001.response.json"));
+  want["FailedAndUnresolvableNodes"] = json::object();
+  EXPECT_EQ(json::parse(EncodeFilterResult(*args, result)), want);
+}
+
+TEST(Wire, KeysInAnyCase) {
+  Result<ExtenderArgs> args = ExtenderArgs::Parse(R"({"pod":{"metadata":{"name":"p"}},"nodenames":["a"]})");
+  ASSERT_TRUE(args.ok()) << args.message();
+  EXPECT_EQ(args->node_names, std::vector<std::string>{"a"});
+  Result<ExtenderArgs> full =
+      ExtenderArgs::Parse(R"({"POD":{},"nodes":{"Items":[{"Metadata":{"Name":"n1"}}]},"nodeNames":null})");
+  ASSERT_TRUE(full.ok()) << full.message();
+  EXPECT_EQ(full->node_names, std::vector<std::string>{"n1"});
+  Result<BindArgs> bind = BindArgs::Parse(R"({"podname":"p","podnamespace":"ns","poduid":"u","node":"n"})");
+  ASSERT_TRUE(bind.ok()) << bind.message();
+  EXPECT_EQ(bind->pod_namespace, "ns");
+}
+
+TEST(Wire, MalformedArgsAreErrorsNotCrashes) {
+  for (const char* body : {"", "{", "[]", "null", "{\"Pod\":5,\"NodeNames\":[]}", "{\"NodeNames\":[\"a\"]}",
+                           "{\"Pod\":{},\"NodeNames\":5}", "{\"Pod\":{},\"NodeNames\":[1,2]}",
+                           "{\"Pod\":{},\"Nodes\":{\"items\":[{\"metadata\":{}}]}}",
+                           "{\"Pod\":{},\"Nodes\":{\"items\":[{\"metadata\":{\"name\":7}}]}}",
+                           "{\"Pod\":{\"a\":},\"NodeNames\":[]}", "\xff\xfe"}) {
+    EXPECT_FALSE(ExtenderArgs::Parse(body).ok()) << body;
+  }
+  EXPECT_FALSE(BindArgs::Parse("{\"PodName\":3,\"Node\":\"n\"}").ok());
+  EXPECT_FALSE(BindArgs::Parse("{\"PodName\":\"p\"}").ok());
+  EXPECT_FALSE(BindArgs::Parse("nonsense").ok());
+  EXPECT_FALSE(PreemptArgs::Parse("{\"Pod\":{},\"NodeNameToMetaVictims\":[]}").ok());
+  EXPECT_FALSE(PreemptArgs::Parse("{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[{}]}}}").ok());
+}
+
+TEST(Wire, DeeplyNestedInputIsNoCrash) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  // Valid JSON in a pod field nobody reads: accepted.
+  EXPECT_TRUE(ExtenderArgs::Parse("{\"Pod\":{\"a\":" + deep + "},\"NodeNames\":[]}").ok());
+  EXPECT_FALSE(ExtenderArgs::Parse("{\"Pod\":{},\"NodeNames\":" + deep + "}").ok());
+  EXPECT_FALSE(BindArgs::Parse("{\"PodName\":" + deep + "}").ok());
+  EXPECT_FALSE(PreemptArgs::Parse("{\"Pod\":" + deep + "}").ok());
+}
+
+TEST(Wire, BindFixture) {
+  Result<BindArgs> args = BindArgs::Parse(Fixture("v1.32-bind-preempt/bp-bind-003.json"));
+  ASSERT_TRUE(args.ok()) << args.message();
+  EXPECT_EQ(args->pod_name, "low-1");
+  EXPECT_EQ(args->pod_namespace, "default");
+  EXPECT_EQ(args->pod_uid, "5e6ed4cb-0401-4d1d-83e8-71d10f9e0005");
+  EXPECT_EQ(args->node, "fake-node-1");
+  EXPECT_EQ(json::parse(EncodeError("")),
+            json::parse(Fixture("v1.32-bind-preempt/bp-bind-003.response.json")));
+}
+
+TEST(Wire, PreemptFixtureRoundTrips) {
+  Result<PreemptArgs> args = PreemptArgs::Parse(Fixture("v1.32-bind-preempt/bp-preempt-006.json"));
+  ASSERT_TRUE(args.ok()) << args.message();
+  ASSERT_EQ(args->victims.size(), 2u);
+  EXPECT_EQ(args->victims["fake-node-1"].pod_uids,
+            std::vector<std::string>{"5e6ed4cb-0401-4d1d-83e8-71d10f9e0005"});
+  EXPECT_EQ(json::parse(EncodePreemptResult(args->victims)),
+            json::parse(Fixture("v1.32-bind-preempt/bp-preempt-006.response.json")));
+}
+
+TEST(Wire, PreemptWithFullVictimPods) {
+  Result<PreemptArgs> args = PreemptArgs::Parse(
+      R"({"Pod":{},"NodeNameToVictims":{"n":{"Pods":[{"metadata":{"uid":"u1"}}],"NumPDBViolations":2}}})");
+  ASSERT_TRUE(args.ok()) << args.message();
+  EXPECT_EQ(args->victims["n"].pod_uids, std::vector<std::string>{"u1"});
+  EXPECT_EQ(args->victims["n"].num_pdb_violations, 2);
+}
+
+TEST(Wire, PrioritizeReplyShape) {
+  EXPECT_EQ(json::parse(EncodePrioritizeResult({{"fake-node-1", 5}, {"fake-node-2", 5}})),
+            json::parse(Fixture("v1.32-bind-preempt/bp-prioritize-002.response.json")));
+}
+
+}  // namespace
+}  // namespace mgpu::extender

@@ -1,0 +1,312 @@
+// mgpu-scheduler-extender against the fake API server over real HTTP on loopback: bind end to end, rollback,
+// a burst of concurrent binds that must never over-commit a card, restart, and watch faults.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "common/codec.h"
+#include "extender/daemon.h"
+#include "extender/server.h"
+#include "extender/test_objects.h"
+#include "support/fake_apiserver.h"
+#include "support/test_certs.h"
+#include "support/test_env.h"
+
+namespace mgpu::extender {
+namespace {
+
+using namespace testobj;
+using mgpu::testing::FakeApiServer;
+using mgpu::testing::WaitUntil;
+using nlohmann::json;
+
+Config TestConfig() {
+  Config config;
+  config.extender.listen_address = "127.0.0.1:0";
+  config.extender.bind_wait_ms = 3000;
+  return config;
+}
+
+class ExtenderIntegration : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(api_.Start().ok()); }
+
+  std::unique_ptr<Daemon> StartDaemon(const Config& config = TestConfig(), bool wait_ready = true) {
+    auto daemon = std::make_unique<Daemon>(config);
+    kube::ClusterConfig cluster;
+    cluster.server = api_.url();
+    EXPECT_TRUE(daemon->Start(cluster).ok());
+    if (wait_ready) {
+      EXPECT_TRUE(WaitUntil([&] { return daemon->Ready(); }));
+    }
+    return daemon;
+  }
+
+  json Post(const Daemon& daemon, const std::string& path, const json& body) {
+    httplib::Client client("127.0.0.1", daemon.port());
+    client.set_read_timeout(std::chrono::seconds(30));
+    auto res = client.Post(path, body.dump(), "application/json");
+    EXPECT_TRUE(res);
+    if (!res) return json();
+    EXPECT_EQ(res->status, 200) << res->body;
+    return json::parse(res->body, nullptr, false);
+  }
+
+  json StoredPod(const std::string& name) { return api_.Get("pods", "default", name).value_or(json()); }
+
+  const ResourceNames names_ = Config().Names();
+  FakeApiServer api_;
+};
+
+TEST_F(ExtenderIntegration, BindRecordsCardsBindsAndReportsAnEvent) {
+  ASSERT_TRUE(api_.Create("nodes", Node("n1", 2)).ok());
+  ASSERT_TRUE(api_.Create("pods", Pod("p", 30, 4096)).ok());
+  auto daemon = StartDaemon();
+  const json filter = Post(*daemon, "/filter", {{"Pod", StoredPod("p")}, {"NodeNames", {"n1"}}});
+  EXPECT_EQ(filter["NodeNames"], json::array({"n1"}));
+  const json reply = Post(*daemon, "/bind",
+                          {{"PodName", "p"},
+                           {"PodNamespace", "default"},
+                           {"PodUID", StoredPod("p")["metadata"]["uid"]},
+                           {"Node", "n1"}});
+  EXPECT_EQ(reply["Error"], "");
+  const json pod = StoredPod("p");
+  EXPECT_EQ(pod["spec"]["nodeName"], "n1");
+  Result<Assignment> a =
+      DecodeAssignment(pod["metadata"]["annotations"][names_.gpu_assignment].get<std::string>());
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, OneCard("n1-gpu0", 30, 4096));
+  EXPECT_TRUE(pod["metadata"]["annotations"].contains(names_.gpu_assume_time));
+  EXPECT_EQ(daemon->cache().Snapshot()->at("n1")->state.cards[0].usage.core, 30);
+  bool event = false;
+  for (const json& e : api_.List("events", "default"))
+    event |= e["reason"] == "GPUAssigned" && e["involvedObject"]["name"] == "p";
+  EXPECT_TRUE(event);
+  // A pod the API server does not know is a scheduling error, not a crash.
+  EXPECT_NE(
+      Post(*daemon, "/bind",
+           {{"PodName", "p"}, {"PodNamespace", "default"}, {"PodUID", "other"}, {"Node", "n1"}})["Error"],
+      "");
+  EXPECT_NE(
+      Post(*daemon, "/bind", {{"PodName", "ghost"}, {"PodNamespace", "default"}, {"Node", "n1"}})["Error"],
+      "");
+}
+
+TEST_F(ExtenderIntegration, FailedBindingRollsBackTheCacheAndTheAnnotation) {
+  ASSERT_TRUE(api_.Create("nodes", Node("n1", 1)).ok());
+  ASSERT_TRUE(api_.Create("pods", Pod("p", 60, 4096)).ok());
+  auto daemon = StartDaemon();
+  testing::Fault fault;
+  fault.method = "POST";
+  fault.path_prefix = "/api/v1/namespaces/default/pods/p/binding";
+  fault.status = 500;
+  api_.InjectFault(fault);
+  const json args = {{"PodName", "p"},
+                     {"PodNamespace", "default"},
+                     {"PodUID", StoredPod("p")["metadata"]["uid"]},
+                     {"Node", "n1"}};
+  EXPECT_NE(Post(*daemon, "/bind", args)["Error"], "");
+  EXPECT_EQ(daemon->cache().Snapshot()->at("n1")->state.cards[0].usage.core, 0);
+  EXPECT_FALSE(
+      StoredPod("p")["metadata"].value("annotations", json::object()).contains(names_.gpu_assignment));
+  // The scheduler's retry succeeds.
+  EXPECT_EQ(Post(*daemon, "/bind", args)["Error"], "");
+  EXPECT_EQ(daemon->cache().Snapshot()->at("n1")->state.cards[0].usage.core, 60);
+}
+
+TEST_F(ExtenderIntegration, BurstOfConcurrentBindsNeverOvercommitsAndRestartRebuildsTheView) {
+  constexpr int kNodes = 50, kCards = 4, kPods = 1000, kClients = 40;
+  constexpr int64_t kMemory = 16000;
+  std::mt19937 rng(20261123);
+  for (int n = 0; n < kNodes; ++n)
+    ASSERT_TRUE(api_.Create("nodes", Node("node-" + std::to_string(n), kCards, kMemory)).ok());
+  std::vector<std::pair<std::string, std::string>> binds;  // pod, node
+  for (int p = 0; p < kPods; ++p) {
+    const std::string name = "pod-" + std::to_string(p);
+    const int core = std::uniform_int_distribution<int>(1, 10)(rng) * 5;
+    const int64_t memory = std::uniform_int_distribution<int>(1, 16)(rng) * 500;
+    ASSERT_TRUE(api_.Create("pods", Pod(name, core, memory)).ok());
+    binds.emplace_back(name,
+                       "node-" + std::to_string(std::uniform_int_distribution<int>(0, kNodes - 1)(rng)));
+  }
+  auto daemon = StartDaemon();
+
+  // The device plugins: confirm each bound pod's assignment as its allocation, as the kubelet would.
+  std::atomic<bool> stop{false};
+  std::thread plugins([&] {
+    while (!stop) {
+      for (const json& pod : api_.List("pods", "default")) {
+        const json annotations = pod["metadata"].value("annotations", json::object());
+        if (!pod["spec"].contains("nodeName") || !annotations.contains(names_.gpu_assignment) ||
+            annotations.contains(names_.gpu_allocated))
+          continue;
+        (void)api_.MergePatch(
+            "pods", "default", pod["metadata"]["name"],
+            {{"metadata", {{"annotations", {{names_.gpu_allocated, annotations[names_.gpu_assignment]}}}}}});
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a scan interval, not a synchronisation
+    }
+  });
+
+  std::atomic<int> next{0}, succeeded{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&] {
+      httplib::Client client("127.0.0.1", daemon->port());
+      client.set_read_timeout(std::chrono::seconds(30));
+      for (int i = next++; i < kPods; i = next++) {
+        const json args = {
+            {"PodName", binds[i].first}, {"PodNamespace", "default"}, {"Node", binds[i].second}};
+        auto res = client.Post("/bind", args.dump(), "application/json");
+        if (res && res->status == 200 && json::parse(res->body)["Error"] == "") ++succeeded;
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+
+  // Check every card from the pods as stored, independently of the extender's cache.
+  std::map<std::string, std::pair<int, int64_t>> used;  // uuid -> core, memory
+  int bound = 0;
+  for (const json& pod : api_.List("pods", "default")) {
+    if (!pod["spec"].contains("nodeName")) continue;
+    ++bound;
+    const json annotations = pod["metadata"]["annotations"];
+    Result<Assignment> a = DecodeAssignment(annotations[names_.gpu_assignment].get<std::string>());
+    ASSERT_TRUE(a.ok()) << a.message();
+    for (const ContainerAssignment& c : a->containers) {
+      for (const CardShare& s : c.cards) {
+        EXPECT_EQ(s.uuid.rfind(pod["spec"]["nodeName"].get<std::string>() + "-gpu", 0), 0u) << s.uuid;
+        used[s.uuid].first += s.core;
+        used[s.uuid].second += s.memory_mib;
+      }
+    }
+  }
+  EXPECT_EQ(bound, succeeded.load());
+  EXPECT_GT(succeeded.load(), kPods / 2);
+  std::printf("%d of %d binds succeeded on %zu cards\n", succeeded.load(), kPods, used.size());
+  for (const auto& [uuid, u] : used) {
+    EXPECT_LE(u.first, 100) << uuid;
+    EXPECT_LE(u.second, kMemory) << uuid;
+  }
+
+  // Once every bound pod is allocated, a restarted extender sees the same cards.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (const json& pod : api_.List("pods", "default"))
+          if (pod["spec"].contains("nodeName") &&
+              !pod["metadata"]["annotations"].contains(names_.gpu_allocated))
+            return false;
+        return true;
+      },
+      std::chrono::seconds(30)));
+  stop = true;
+  plugins.join();
+  const auto cards_of = [](Daemon& d) {
+    json out = json::object();
+    for (const json& node : NodesJson(*d.cache().Snapshot())["nodes"])
+      out[node["name"].get<std::string>()] = node["cards"];
+    return out;
+  };
+  ASSERT_TRUE(WaitUntil([&] {
+    for (const auto& [node, view] : *daemon->cache().Snapshot())
+      for (const PlacedPod& p : view->pods)
+        if (!p.allocated) return false;
+    return true;
+  }));
+  const json before = cards_of(*daemon);
+  daemon->Stop();
+  daemon.reset();
+  auto restarted = StartDaemon();
+  EXPECT_EQ(cards_of(*restarted), before);
+}
+
+TEST_F(ExtenderIntegration, WatchFaultsAreRecovered) {
+  ASSERT_TRUE(api_.Create("nodes", Node("n1", 1)).ok());
+  auto daemon = StartDaemon();
+  const auto core = [&] {
+    auto view = daemon->cache().Snapshot();
+    return view->count("n1") ? view->at("n1")->state.cards[0].usage.core : -1;
+  };
+  api_.DropWatches();
+  ASSERT_TRUE(
+      api_.Create("pods", Placed(Pod("a", 20, 100), "n1", names_.gpu_allocated, OneCard("n1-gpu0", 20, 100)))
+          .ok());
+  EXPECT_TRUE(WaitUntil([&] { return core() == 20; }));
+  api_.Compact();
+  api_.DropWatches();
+  ASSERT_TRUE(
+      api_.Create("pods", Placed(Pod("b", 30, 100), "n1", names_.gpu_allocated, OneCard("n1-gpu0", 30, 100)))
+          .ok());
+  ASSERT_TRUE(api_.Delete("pods", "default", "a").ok());
+  EXPECT_TRUE(WaitUntil([&] { return core() == 30; }));
+  ASSERT_TRUE(api_.Create("nodes", Node("n2", 2)).ok());
+  EXPECT_TRUE(WaitUntil([&] { return daemon->cache().Snapshot()->count("n2") == 1; }));
+}
+
+TEST_F(ExtenderIntegration, LeaderFailoverBindsNothingTwice) {
+  // Ten pods that together fill one card exactly (one card, so the ambiguity guard never waits).
+  ASSERT_TRUE(api_.Create("nodes", Node("n1", 1)).ok());
+  constexpr int kPods = 10;
+  for (int i = 0; i < kPods; ++i)
+    ASSERT_TRUE(api_.Create("pods", Pod("p" + std::to_string(i), 10, 1000)).ok());
+  Config config = TestConfig();
+  config.extender.leader_election = true;
+  config.extender.lease_namespace = "default";
+  config.extender.lease_duration_seconds = 2;
+  auto a = StartDaemon(config, false);
+  auto b = StartDaemon(config, false);
+  ASSERT_TRUE(WaitUntil([&] { return a->Ready() != b->Ready() && a->Leader() != b->Leader(); }));
+  if (b->Leader()) std::swap(a, b);
+  const auto bind = [&](Daemon& d, int i) {
+    return Post(d, "/bind",
+                {{"PodName", "p" + std::to_string(i)}, {"PodNamespace", "default"}, {"Node", "n1"}})["Error"];
+  };
+  EXPECT_NE(bind(*b, 0), "");  // a follower binds nothing
+  EXPECT_FALSE(StoredPod("p0")["spec"].contains("nodeName"));
+  for (int i = 0; i < kPods / 2; ++i) EXPECT_EQ(bind(*a, i), "") << i;
+  a->Stop();  // releases the lease
+  ASSERT_TRUE(WaitUntil([&] { return b->Ready(); }));
+  // The new leader's cache holds the old leader's binds before it answers.
+  ASSERT_TRUE(WaitUntil([&] {
+    auto view = b->cache().Snapshot();
+    return view->count("n1") && view->at("n1")->pods.size() == kPods / 2;
+  }));
+  const json before = StoredPod("p0")["metadata"]["annotations"];
+  EXPECT_NE(bind(*b, 0), "");  // already bound: refused, its cards untouched
+  EXPECT_EQ(StoredPod("p0")["metadata"]["annotations"], before);
+  for (int i = kPods / 2; i < kPods; ++i) EXPECT_EQ(bind(*b, i), "") << i;
+  int bindings = 0;
+  for (const testing::RecordedRequest& r : api_.requests())
+    bindings += r.method == "POST" && r.path.ends_with("/binding");
+  EXPECT_EQ(bindings, kPods);
+  std::map<std::string, int> core;
+  for (const json& pod : api_.List("pods", "default")) {
+    Result<Assignment> assignment =
+        DecodeAssignment(pod["metadata"]["annotations"][names_.gpu_assignment].get<std::string>());
+    ASSERT_TRUE(assignment.ok());
+    core[assignment->containers[0].cards[0].uuid] += assignment->containers[0].cards[0].core;
+  }
+  for (const auto& [uuid, c] : core) EXPECT_LE(c, 100) << uuid;
+}
+
+TEST_F(ExtenderIntegration, ServesTlsWithTheConfiguredCertificate) {
+  testing::TempDir dir;
+  Result<testing::TestCerts> certs = testing::GenerateTestCerts(dir.path());
+  ASSERT_TRUE(certs.ok()) << certs.message();
+  Config config = TestConfig();
+  config.extender.tls_cert_file = certs->server_cert;
+  config.extender.tls_key_file = certs->server_key;
+  auto daemon = StartDaemon(config);
+  httplib::SSLClient client("127.0.0.1", daemon->port());
+  client.enable_server_certificate_verification(false);
+  auto res = client.Get("/healthz");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+}
+
+}  // namespace
+}  // namespace mgpu::extender

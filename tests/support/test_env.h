@@ -1,0 +1,31 @@
+// Small test helpers shared by integration tests: a temporary directory removed on destruction, and waiting
+// for a condition with a deadline (never a fixed sleep standing in for synchronisation).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace mgpu::testing {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with its contents when this goes out of scope.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  // Writes `content` to path()/name and returns the full path.
+  std::string Write(const std::string& name, const std::string& content) const;
+
+ private:
+  std::string path_;
+};
+
+// Polls `done` until it returns true or `timeout` passes; returns its last answer. The timeout bounds a
+// failure, it is not an assertion about speed.
+bool WaitUntil(const std::function<bool()>& done,
+               std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+}  // namespace mgpu::testing
