@@ -53,7 +53,8 @@ struct DevicePluginConfig {
 struct ExtenderConfig {
   std::string listen_address = "0.0.0.0:12345";
   int64_t assignment_ttl_seconds = 300;  // an assignment unallocated for longer stops counting
-  int64_t bind_wait_ms = 5000;           // ambiguity guard: how long a bind waits for an earlier one
+  int64_t bind_wait_ms = 3000;  // ambiguity guard: how long a bind waits for an earlier one (under the
+                                // scheduler's 5 s default extender timeout)
   int64_t max_body_bytes = 64 << 20;
   bool leader_election = false;
   std::string lease_namespace = "kube-system";

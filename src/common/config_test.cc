@@ -137,6 +137,7 @@ TEST(Config, TheDocumentedExampleLoadsAndMatchesTheDefaults) {
   EXPECT_EQ(c->device_plugin.pod_resources_socket, d.device_plugin.pod_resources_socket);
   EXPECT_EQ(c->device_plugin.pending_pod_wait_ms, d.device_plugin.pending_pod_wait_ms);
   EXPECT_EQ(c->extender.max_body_bytes, d.extender.max_body_bytes);
+  EXPECT_EQ(c->extender.bind_wait_ms, d.extender.bind_wait_ms);
   EXPECT_EQ(c->extender.lease_name, d.extender.lease_name);
 }
 
