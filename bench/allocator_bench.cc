@@ -33,9 +33,9 @@ PodRequest Pod(int core, int64_t memory_mib, int cards, Qos qos) {
 
 void Run(benchmark::State& state, const PodRequest& pod) {
   const NodeState node = EightCardNode(static_cast<int>(state.range(0)));
+  Placement placed;
   for (auto _ : state) {
-    auto a = ChooseCards(node, pod);
-    double cost = a.ok() ? PlacementCost(node, pod, *a, NodePolicy::kBinpack) : 0;
+    double cost = Place(node, pod, nullptr, placed) ? PlacementCost(node, pod, placed, NodePolicy::kBinpack) : 0;
     benchmark::DoNotOptimize(cost);
   }
 }

@@ -368,7 +368,8 @@ Cluster::Cluster(int node_count) : nodes(node_count) {
   }
   const std::shared_ptr<const ClusterView> view = cache.Snapshot();
   std::vector<std::pair<std::string, int>> room;
-  for (const auto& [name, node] : *view) {
+  for (const NodeView* node : view->Nodes()) {
+    const std::string& name = node->state.name;
     NodeState state = node->state;
     int n = 0;
     for (; n < 64; ++n) {

@@ -256,6 +256,7 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
   std::vector<size_t> feasible, best;
   std::vector<double> costs;
   std::vector<int64_t> scores;
+  Placement placed;
   for (const TracePod& p : pods) {
     PodRequest req = RequestOf(p);
     if (policy == Policy::kFragmentation) req.card_policy = CardPolicy::kFragmentation;
@@ -270,14 +271,9 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
       if (!p.models.empty() && std::find(p.models.begin(), p.models.end(), n.trace->model) == p.models.end())
         continue;
       int64_t score = 0;
-      if (req.AsksForGpu()) {
-        auto a = ChooseCards(n.gpu, req, &workload);
-        if (!a.ok()) continue;
-        if (mgpu_policy) costs.push_back(PlacementCost(n.gpu, req, *a, node_policy, &workload));
-      } else if (mgpu_policy) {
-        // CPU-only pods reach the extender too when its managedResources are left empty.
-        costs.push_back(PlacementCost(n.gpu, req, Assignment{}, node_policy, &workload));
-      }
+      // CPU-only pods reach the extender too when its managedResources are left empty: they always fit.
+      if (!Place(n.gpu, req, &workload, placed)) continue;
+      if (mgpu_policy) costs.push_back(PlacementCost(n.gpu, req, placed, node_policy, &workload));
       if (policy == Policy::kBestFit) score = BestFitScore(n, p, req);
       if (policy == Policy::kPacking) score = PackingScore(n, req);
       feasible.push_back(i);

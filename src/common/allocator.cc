@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 #include <set>
 
 namespace mgpu {
@@ -167,62 +168,75 @@ NodeState MakeNodeState(std::string name, const NodeInventory& inventory, const 
   return node;
 }
 
-Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod, const WorkloadModel* workload) {
+bool Place(const NodeState& node, const PodRequest& pod, const WorkloadModel* workload, Placement& out) {
   // Later containers see the earlier ones' cards as taken.
-  std::vector<CardUsage> usage;
-  usage.reserve(node.cards.size());
-  for (const CardState& card : node.cards) usage.push_back(card.usage);
+  out.usage.resize(node.cards.size());
+  for (size_t i = 0; i < node.cards.size(); ++i) out.usage[i] = node.cards[i].usage;
+  out.positions.clear();
   const bool fragmentation = pod.card_policy == CardPolicy::kFragmentation && pod.qos == Qos::kOnline &&
                              workload != nullptr && !workload->Empty();
-  std::vector<int> free;  // for the fragmentation policy: online core left per card
   const int64_t cpu_after = node.cpu_free_milli < 0 ? -1 : node.cpu_free_milli - pod.cpu_milli;
-  Assignment out;
-  struct Candidate {
-    double key;  // lower is better
-    double free_after;
-    int index;
-    size_t position;
-  };
-  std::vector<Candidate> fits;
-  fits.reserve(node.cards.size());
-  for (const ContainerRequest& c : pod.containers) {
+  std::vector<Placement::Candidate>& fits = out.candidates;
+  std::vector<int>& free = out.free_core;  // for the fragmentation policy: online core left per card
+  for (size_t k = 0; k < pod.containers.size(); ++k) {
+    const ContainerRequest& c = pod.containers[k];
     const Holder h = HolderOf(pod, c);
     const CardShare amount = ShareOf(c, {});
     if (fragmentation) {
       free.clear();
       for (size_t i = 0; i < node.cards.size(); ++i) {
-        const bool open = node.cards[i].card.healthy && usage[i].exclusive_holders == 0;
-        free.push_back(open ? 100 - usage[i].core : 0);
+        const bool open = node.cards[i].card.healthy && out.usage[i].exclusive_holders == 0;
+        free.push_back(open ? 100 - out.usage[i].core : 0);
       }
     }
     fits.clear();
     for (size_t i = 0; i < node.cards.size(); ++i) {
       const CardState& card = node.cards[i];
-      if (Check(card, usage[i], h, amount)) continue;
-      const double free_after = FreeAfter(card, usage[i], h, amount);
+      if (Check(card, out.usage[i], h, amount)) continue;
+      const double free_after = FreeAfter(card, out.usage[i], h, amount);
       double key = pod.card_policy == CardPolicy::kSpread ? -free_after : free_after;
       if (fragmentation) {
         free[i] -= amount.core;
         key = workload->Fragmentation(free, cpu_after);
         free[i] += amount.core;
       }
-      fits.push_back({key, free_after, card.card.index, i});
+      fits.push_back({key, free_after, card.card.index, static_cast<int>(i)});
     }
-    if (fits.size() < static_cast<size_t>(c.card_count))
-      return Error{WhyNot(node, usage, pod, c, fits.size())};
-    std::sort(fits.begin(), fits.end(), [](const Candidate& a, const Candidate& b) {
+    if (fits.size() < static_cast<size_t>(c.card_count)) {
+      out.failed_container = k;
+      out.feasible = fits.size();
+      return false;
+    }
+    const auto better = [](const Placement::Candidate& a, const Placement::Candidate& b) {
       if (a.key != b.key) return a.key < b.key;
       if (a.free_after != b.free_after) return a.free_after < b.free_after;
       return a.index < b.index;
-    });
-    fits.resize(c.card_count);
-    std::sort(fits.begin(), fits.end(),
-              [](const Candidate& a, const Candidate& b) { return a.index < b.index; });
-    ContainerAssignment ca{c.name, {}};
-    for (const Candidate& f : fits) {
-      ca.cards.push_back(ShareOf(c, node.cards[f.position].card.uuid));
-      Add(usage[f.position], h, amount);
+    };
+    if (c.card_count == 1) {
+      std::iter_swap(fits.begin(), std::min_element(fits.begin(), fits.end(), better));
+    } else {
+      std::sort(fits.begin(), fits.end(), better);
+      std::sort(fits.begin(), fits.begin() + c.card_count,
+                [](const Placement::Candidate& a, const Placement::Candidate& b) { return a.index < b.index; });
     }
+    for (int n = 0; n < c.card_count; ++n) {
+      out.positions.push_back(fits[n].position);
+      Add(out.usage[fits[n].position], h, amount);
+    }
+  }
+  return true;
+}
+
+Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod, const WorkloadModel* workload) {
+  Placement placed;
+  if (!Place(node, pod, workload, placed)) {
+    return Error{WhyNot(node, placed.usage, pod, pod.containers[placed.failed_container], placed.feasible)};
+  }
+  Assignment out;
+  auto position = placed.positions.begin();
+  for (const ContainerRequest& c : pod.containers) {
+    ContainerAssignment ca{c.name, {}};
+    for (int n = 0; n < c.card_count; ++n) ca.cards.push_back(ShareOf(c, node.cards[*position++].card.uuid));
     out.containers.push_back(std::move(ca));
   }
   return out;
@@ -288,50 +302,50 @@ Status Release(NodeState& node, const PodRequest& pod, const Assignment& assignm
 // 4.95, 4.99 and 4.92 %.
 constexpr double kFragmentationStep = 8;
 
-double PlacementCost(const NodeState& node, const PodRequest& pod, const Assignment& assignment,
-                     NodePolicy policy, const WorkloadModel* workload) {
-  NodeState after;
-  after.cpu_free_milli = node.cpu_free_milli < 0 ? -1 : node.cpu_free_milli - pod.cpu_milli;
-  after.cards.reserve(node.cards.size());
+double PlacementCost(const NodeState& node, const PodRequest& pod, Placement& placed, NodePolicy policy,
+                     const WorkloadModel* workload) {
   double used = 0;
   int healthy = 0;
-  for (const CardState& card : node.cards) {
-    CardUsage u = card.usage;
-    for (const ContainerAssignment& ca : assignment.containers) {
-      for (const CardShare& s : ca.cards) {
-        if (s.uuid != card.card.uuid) continue;
-        u.core += s.core;
-        u.reclaimed_core += s.reclaimed_core;
-        u.memory_mib += s.memory_mib;
-      }
-    }
-    if (card.card.healthy) {
-      used +=
-          (Fraction(std::max(u.core, u.reclaimed_core), 100) + Fraction(u.memory_mib, card.capacity_mib)) / 2;
-      ++healthy;
-    }
-    if (policy == NodePolicy::kFragmentation)
-      after.cards.push_back(CardState{card.card, card.capacity_mib, u});
+  for (size_t i = 0; i < node.cards.size(); ++i) {
+    const CardState& card = node.cards[i];
+    const CardUsage& u = placed.usage[i];
+    if (!card.card.healthy) continue;
+    used += (Fraction(std::max(u.core, u.reclaimed_core), 100) + Fraction(u.memory_mib, card.capacity_mib)) / 2;
+    ++healthy;
   }
   const double fullness = healthy > 0 ? std::min(1.0, used / healthy) : 0.0;
   if (policy == NodePolicy::kSpread) return fullness;
   if (policy == NodePolicy::kFragmentation && workload != nullptr && !workload->Empty()) {
+    std::vector<int>& free = placed.free_core;
+    FreeCore(node, nullptr, free);
+    const double before = workload->Fragmentation(free, node.cpu_free_milli);
+    FreeCore(node, &placed.usage, free);
+    const int64_t cpu_after = node.cpu_free_milli < 0 ? -1 : node.cpu_free_milli - pod.cpu_milli;
     // Growths within a step are alike (the workload model is an estimate); among them the fuller node wins.
-    const double growth = workload->Fragmentation(after) - workload->Fragmentation(node);
+    const double growth = workload->Fragmentation(free, cpu_after) - before;
     return std::round(growth / kFragmentationStep) - 1e-3 * fullness;
   }
   return -fullness;
 }
 
 std::vector<int> ExtenderScores(const std::vector<double>& costs) {
-  std::vector<double> distinct = costs;
-  std::sort(distinct.begin(), distinct.end());
-  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  // Only the ten lowest distinct costs score above 0: keep those, sorted, in one pass.
+  constexpr size_t kRanks = 10;
+  std::array<double, kRanks> lowest;
+  size_t n = 0;
+  for (double c : costs) {
+    if (n == kRanks && c >= lowest[kRanks - 1]) continue;
+    auto pos = std::lower_bound(lowest.begin(), lowest.begin() + n, c);
+    if (pos != lowest.begin() + n && *pos == c) continue;
+    if (n < kRanks) ++n;
+    std::move_backward(pos, lowest.begin() + n - 1, lowest.begin() + n);
+    *pos = c;
+  }
   std::vector<int> scores;
   scores.reserve(costs.size());
   for (double c : costs) {
-    const auto rank = std::lower_bound(distinct.begin(), distinct.end(), c) - distinct.begin();
-    scores.push_back(static_cast<int>(std::max<std::ptrdiff_t>(0, 10 - rank)));
+    const auto rank = std::lower_bound(lowest.begin(), lowest.begin() + n, c) - lowest.begin();
+    scores.push_back(static_cast<int>(kRanks - rank));
   }
   return scores;
 }

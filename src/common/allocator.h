@@ -17,10 +17,31 @@ namespace mgpu {
 // `reservedMemoryMiB`, rounded down to `memoryUnitMiB` (what the device plugin advertises).
 NodeState MakeNodeState(std::string name, const NodeInventory& inventory, const Config& config);
 
+// Where Place() put a pod on a node, and its working memory: keep one per thread and pass it to every call,
+// so that placing a pod on thousands of nodes allocates nothing.
+struct Placement {
+  std::vector<int> positions;    // chosen card positions (into NodeState::cards), container after container
+  std::vector<CardUsage> usage;  // the node's card usage with the pod placed (up to the failing container)
+  size_t failed_container = 0;   // when Place() failed: the container that found too few cards
+  size_t feasible = 0;           // and how many cards could take it
+
+  struct Candidate {
+    double key;  // lower is better
+    double free_after;
+    int index;
+    int position;
+  };
+  std::vector<Candidate> candidates;
+  std::vector<int> free_core;
+};
+
 // Chooses cards for every GPU container of `pod` by the pod's card policy: binpack takes the feasible cards
 // left with the least free capacity, spread the most, fragmentation those that grow the workload's expected
 // fragmentation least (binpack while `workload` is null or empty, and for offline pods); ties go to the lower
-// card index. Fails with a sentence a person can act on ("no card can take ...: best card ... has ...").
+// card index. Returns whether the pod fits; `out` says where.
+bool Place(const NodeState& node, const PodRequest& pod, const WorkloadModel* workload, Placement& out);
+
+// Place() as an Assignment, or a sentence a person can act on ("no card can take ...: best card ... has ...").
 Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod,
                                const WorkloadModel* workload = nullptr);
 
@@ -31,12 +52,12 @@ Status Apply(NodeState& node, const PodRequest& pod, const Assignment& assignmen
 // Removes what Apply added; on error (the assignment was not applied) the node is unchanged.
 Status Release(NodeState& node, const PodRequest& pod, const Assignment& assignment);
 
-// What placing `pod` with `assignment` (from ChooseCards) costs the node under `policy`; lower is better.
+// What placing `pod` where a successful Place() put it costs the node under `policy`; lower is better.
 // binpack: minus the node's fullness after placement; spread: the fullness; fragmentation: the growth of the
 // workload's expected fragmentation, the fuller node first among equals (binpack while the workload is null
-// or empty).
-double PlacementCost(const NodeState& node, const PodRequest& pod, const Assignment& assignment,
-                     NodePolicy policy, const WorkloadModel* workload = nullptr);
+// or empty). Uses `placed`'s working memory.
+double PlacementCost(const NodeState& node, const PodRequest& pod, Placement& placed, NodePolicy policy,
+                     const WorkloadModel* workload = nullptr);
 
 // kube-scheduler extender scores (0..10) for the costs of the candidate nodes: the lowest cost gets 10, the
 // next distinct cost 9, and so on down to 0, so the best node stays strictly best however close the costs

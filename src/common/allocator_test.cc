@@ -2,11 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <set>
+
 #include "common/test_util.h"
 
 namespace mgpu {
 namespace {
 
+using test::CostOf;
 using test::Node;
 
 PodRequest Online(const std::string& name, int core, int64_t memory_mib, int cards = 1,
@@ -35,7 +39,7 @@ struct Placed {
   Assignment assignment;
 };
 
-Placed Place(NodeState& node, const PodRequest& pod) {
+Placed ChooseAndApply(NodeState& node, const PodRequest& pod) {
   Placed out;
   auto a = ChooseCards(node, pod);
   if (!a.ok()) {
@@ -66,21 +70,21 @@ TEST(Allocator, OnlinePodGetsItsShareOnOneCard) {
 
 TEST(Allocator, OnlineAndOfflineShareOneCardWithIndependentCores) {
   NodeState node = Node("n", 1, 24576);
-  EXPECT_EQ(Place(node, Online("on1", 30, 4096)).cards, std::vector<int>{0});
-  EXPECT_EQ(Place(node, Offline("off1", 30, 4096)).cards, std::vector<int>{0});
-  EXPECT_EQ(Place(node, Online("on2", 70, 4096)).cards, std::vector<int>{0});
-  EXPECT_EQ(Place(node, Offline("off2", 70, 4096)).cards, std::vector<int>{0});
+  EXPECT_EQ(ChooseAndApply(node, Online("on1", 30, 4096)).cards, std::vector<int>{0});
+  EXPECT_EQ(ChooseAndApply(node, Offline("off1", 30, 4096)).cards, std::vector<int>{0});
+  EXPECT_EQ(ChooseAndApply(node, Online("on2", 70, 4096)).cards, std::vector<int>{0});
+  EXPECT_EQ(ChooseAndApply(node, Offline("off2", 70, 4096)).cards, std::vector<int>{0});
   const CardUsage& u = node.cards[0].usage;
   EXPECT_EQ(u.core, 100);
   EXPECT_EQ(u.reclaimed_core, 100);
   EXPECT_EQ(u.memory_mib, 16384);
   EXPECT_EQ(u.offline_holders, 2);
-  EXPECT_EQ(Place(node, Online("on3", 5, 1024)).error,
+  EXPECT_EQ(ChooseAndApply(node, Online("on3", 5, 1024)).error,
             "no card can take 5% core and 1024 MiB for container c: best card GPU-n-0 (index 0) has 0% core "
             "and 8192 "
             "MiB free");
   EXPECT_EQ(
-      Place(node, Offline("off3", 5, 1024)).error,
+      ChooseAndApply(node, Offline("off3", 5, 1024)).error,
       "no card can take 5% reclaimed core and 1024 MiB for container c: best card GPU-n-0 (index 0) has 0% "
       "reclaimed core and 8192 MiB free");
 }
@@ -88,19 +92,19 @@ TEST(Allocator, OnlineAndOfflineShareOneCardWithIndependentCores) {
 TEST(Allocator, OnlineCoresNeverPassOneHundred) {
   NodeState node = Node("n", 1, 24576);
   for (int i = 0; i < 3; ++i)
-    EXPECT_TRUE(Place(node, Online("p" + std::to_string(i), 30, 4096)).error.empty());
+    EXPECT_TRUE(ChooseAndApply(node, Online("p" + std::to_string(i), 30, 4096)).error.empty());
   EXPECT_EQ(
-      Place(node, Online("p3", 30, 4096)).error,
+      ChooseAndApply(node, Online("p3", 30, 4096)).error,
       "no card can take 30% core and 4096 MiB for container c: best card GPU-n-0 (index 0) has 10% core and "
       "12288 MiB free");
-  EXPECT_TRUE(Place(node, Online("p4", 10, 4096)).error.empty());
+  EXPECT_TRUE(ChooseAndApply(node, Online("p4", 10, 4096)).error.empty());
 }
 
 TEST(Allocator, MemoryIsNeverOversubscribedAcrossOnlineAndOffline) {
   NodeState node = Node("n", 1, 24576);
-  EXPECT_TRUE(Place(node, Online("on", 10, 20480)).error.empty());
-  EXPECT_FALSE(Place(node, Offline("off", 10, 5000)).error.empty());
-  EXPECT_TRUE(Place(node, Offline("off", 10, 4096)).error.empty());
+  EXPECT_TRUE(ChooseAndApply(node, Online("on", 10, 20480)).error.empty());
+  EXPECT_FALSE(ChooseAndApply(node, Offline("off", 10, 5000)).error.empty());
+  EXPECT_TRUE(ChooseAndApply(node, Offline("off", 10, 4096)).error.empty());
   EXPECT_EQ(node.cards[0].FreeMemoryMiB(), 0);
 }
 
@@ -116,61 +120,61 @@ TEST(Allocator, CapacityIsMemoryLessReservedRoundedToTheUnit) {
 
 TEST(Allocator, FirstPodSetsTheCardsComputePolicyUntilTheCardEmpties) {
   NodeState node = Node("n", 1, 24576);
-  Placed first = Place(node, Online("fixed", 30, 4096, 1, ComputePolicy::kFixedShare));
+  Placed first = ChooseAndApply(node, Online("fixed", 30, 4096, 1, ComputePolicy::kFixedShare));
   ASSERT_TRUE(first.error.empty());
-  EXPECT_EQ(Place(node, Online("burst", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare)).error,
+  EXPECT_EQ(ChooseAndApply(node, Online("burst", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare)).error,
             "no card can take 30% core and 4096 MiB for container c: 1 card holding another compute policy");
   ASSERT_TRUE(Release(node, Online("fixed", 30, 4096), first.assignment).ok());
-  EXPECT_TRUE(Place(node, Online("burst", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare)).error.empty());
+  EXPECT_TRUE(ChooseAndApply(node, Online("burst", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare)).error.empty());
   EXPECT_EQ(node.cards[0].usage.policy, ComputePolicy::kGuaranteedBurstShare);
 }
 
 TEST(Allocator, NativeBurstOnlineNeverSharesWithOffline) {
   NodeState node = Node("n", 2, 24576);
-  EXPECT_EQ(Place(node, Offline("off", 30, 4096, ComputePolicy::kFixedShare)).cards, std::vector<int>{0});
+  EXPECT_EQ(ChooseAndApply(node, Offline("off", 30, 4096, ComputePolicy::kFixedShare)).cards, std::vector<int>{0});
   // The native-burst pod avoids the offline card.
-  EXPECT_EQ(Place(node, Online("native", 30, 4096, 1, ComputePolicy::kNativeBurstShare)).cards,
+  EXPECT_EQ(ChooseAndApply(node, Online("native", 30, 4096, 1, ComputePolicy::kNativeBurstShare)).cards,
             std::vector<int>{1});
   // And no offline pod joins the native-burst card, whatever its policy.
-  EXPECT_EQ(Place(node, Offline("off2", 30, 4096, ComputePolicy::kFixedShare)).cards, std::vector<int>{0});
+  EXPECT_EQ(ChooseAndApply(node, Offline("off2", 30, 4096, ComputePolicy::kFixedShare)).cards, std::vector<int>{0});
   EXPECT_EQ(
-      Place(node, Offline("off3", 30, 4096, ComputePolicy::kGuaranteedBurstShare)).error,
+      ChooseAndApply(node, Offline("off3", 30, 4096, ComputePolicy::kGuaranteedBurstShare)).error,
       "no card can take 30% reclaimed core and 4096 MiB for container c: 2 cards holding another compute "
       "policy");
 }
 
 TEST(Allocator, MultiCardPodsNeverShareACardWithOffline) {
   NodeState node = Node("n", 3, 24576);
-  EXPECT_EQ(Place(node, Offline("off", 30, 4096)).cards, std::vector<int>{0});
-  EXPECT_EQ(Place(node, Online("two", 100, 8192, 2)).cards, (std::vector<int>{1, 2}));
+  EXPECT_EQ(ChooseAndApply(node, Offline("off", 30, 4096)).cards, std::vector<int>{0});
+  EXPECT_EQ(ChooseAndApply(node, Online("two", 100, 8192, 2)).cards, (std::vector<int>{1, 2}));
   NodeState small = Node("m", 2, 24576);
-  EXPECT_TRUE(Place(small, Offline("off", 30, 4096)).error.empty());
+  EXPECT_TRUE(ChooseAndApply(small, Offline("off", 30, 4096)).error.empty());
   EXPECT_EQ(
-      Place(small, Online("two", 100, 8192, 2)).error,
+      ChooseAndApply(small, Online("two", 100, 8192, 2)).error,
       "needs 2 cards with 50% core and 4096 MiB each, 1 can take it for container c: best card GPU-m-1 "
       "(index 1) has 100% core and 24576 MiB free; 1 card not shareable between offline and multi-card pods");
   NodeState held = Node("h", 2, 24576);
-  EXPECT_TRUE(Place(held, Online("two", 60, 8192, 2)).error.empty());
-  EXPECT_EQ(Place(held, Offline("off", 30, 4096)).error,
+  EXPECT_TRUE(ChooseAndApply(held, Online("two", 60, 8192, 2)).error.empty());
+  EXPECT_EQ(ChooseAndApply(held, Offline("off", 30, 4096)).error,
             "no card can take 30% reclaimed core and 4096 MiB for container c: 2 cards not shareable between "
             "offline "
             "and multi-card pods");
   // Single-card online pods still share with the multi-card pod.
-  EXPECT_TRUE(Place(held, Online("one", 30, 4096)).error.empty());
+  EXPECT_TRUE(ChooseAndApply(held, Online("one", 30, 4096)).error.empty());
 }
 
 TEST(Allocator, UnhealthyCardsTakeNothingNew) {
   NodeState node = Node("n", 2, 24576);
   node.cards[0].card.healthy = false;
-  EXPECT_EQ(Place(node, Online("p", 30, 4096)).cards, std::vector<int>{1});
+  EXPECT_EQ(ChooseAndApply(node, Online("p", 30, 4096)).cards, std::vector<int>{1});
   node.cards[1].card.healthy = false;
-  EXPECT_EQ(Place(node, Online("q", 30, 4096)).error,
+  EXPECT_EQ(ChooseAndApply(node, Online("q", 30, 4096)).error,
             "no card can take 30% core and 4096 MiB for container c: 2 cards unhealthy");
 }
 
 TEST(Allocator, MultiCardPodTakesDistinctCardsEachWithAnEqualShare) {
   NodeState node = Node("n", 4, 81920);
-  Placed p = Place(node, Online("quad", 400, 4 * 20480, 4));
+  Placed p = ChooseAndApply(node, Online("quad", 400, 4 * 20480, 4));
   ASSERT_TRUE(p.error.empty()) << p.error;
   EXPECT_EQ(p.cards, (std::vector<int>{0, 1, 2, 3}));
   for (const CardState& c : node.cards) {
@@ -182,9 +186,9 @@ TEST(Allocator, MultiCardPodTakesDistinctCardsEachWithAnEqualShare) {
 
 TEST(Allocator, WholeCardPodTakesAFullCard) {
   NodeState node = Node("n", 2, 24576);
-  EXPECT_EQ(Place(node, Online("small", 30, 4096)).cards, std::vector<int>{0});
-  EXPECT_EQ(Place(node, Online("whole", 100, 24576)).cards, std::vector<int>{1});
-  EXPECT_FALSE(Place(node, Online("whole2", 100, 24576)).error.empty());
+  EXPECT_EQ(ChooseAndApply(node, Online("small", 30, 4096)).cards, std::vector<int>{0});
+  EXPECT_EQ(ChooseAndApply(node, Online("whole", 100, 24576)).cards, std::vector<int>{1});
+  EXPECT_FALSE(ChooseAndApply(node, Online("whole2", 100, 24576)).error.empty());
 }
 
 TEST(Allocator, BinpackTakesTheFullestFeasibleCardSpreadTheEmptiest) {
@@ -232,14 +236,14 @@ TEST(Allocator, LaterContainersOfAPodSeeEarlierOnesCards) {
 
 TEST(Allocator, DedicatedPodsNeedEmptyCardsAndKeepThemAlone) {
   NodeState node = Node("n", 2, 24576);
-  EXPECT_EQ(Place(node, Online("shared", 10, 1024)).cards, std::vector<int>{0});
+  EXPECT_EQ(ChooseAndApply(node, Online("shared", 10, 1024)).cards, std::vector<int>{0});
   PodRequest dedicated = Online("ded", 100, 24576);
   dedicated.dedicated = true;
-  EXPECT_EQ(Place(node, dedicated).cards, std::vector<int>{1});
-  EXPECT_EQ(Place(node, Offline("off", 10, 1024)).cards, std::vector<int>{0});  // not on the dedicated card
+  EXPECT_EQ(ChooseAndApply(node, dedicated).cards, std::vector<int>{1});
+  EXPECT_EQ(ChooseAndApply(node, Offline("off", 10, 1024)).cards, std::vector<int>{0});  // not on the dedicated card
   PodRequest again = Online("ded2", 100, 1024);
   again.dedicated = true;
-  EXPECT_EQ(Place(node, again).error,
+  EXPECT_EQ(ChooseAndApply(node, again).error,
             "no card can take 100% core and 1024 MiB for container c: 1 card held whole by a dedicated_cores "
             "pod, 1 "
             "card in use while a dedicated_cores pod needs an empty card");
@@ -281,8 +285,8 @@ TEST(Allocator, ApplyChecksEveryShareAndChangesNothingOnError) {
 TEST(Allocator, ReleaseRestoresUsageAndRefusesWhatWasNotApplied) {
   NodeState node = Node("n", 2, 24576);
   const NodeState empty = node;
-  Placed a = Place(node, Online("a", 30, 4096));
-  Placed b = Place(node, Offline("b", 40, 2048));
+  Placed a = ChooseAndApply(node, Online("a", 30, 4096));
+  Placed b = ChooseAndApply(node, Offline("b", 40, 2048));
   ASSERT_TRUE(Release(node, Online("a", 30, 4096), a.assignment).ok());
   ASSERT_TRUE(Release(node, Offline("b", 40, 2048), b.assignment).ok());
   EXPECT_EQ(node.cards[0].usage, empty.cards[0].usage);
@@ -302,15 +306,12 @@ TEST(Allocator, FailureOnANodeWithNoCards) {
 TEST(Allocator, CostsPreferFullerNodesForBinpackEmptierForSpread) {
   NodeState empty = Node("e", 2, 24576);
   NodeState busy = Node("b", 2, 24576);
-  ASSERT_TRUE(Place(busy, Online("x", 100, 24576)).error.empty());
+  ASSERT_TRUE(ChooseAndApply(busy, Online("x", 100, 24576)).error.empty());
   PodRequest pod = Online("p", 50, 12288);
-  auto on_empty = *ChooseCards(empty, pod);
-  auto on_busy = *ChooseCards(busy, pod);
-  EXPECT_DOUBLE_EQ(PlacementCost(empty, pod, on_empty, NodePolicy::kBinpack),
-                   -0.25);  // (0.5 + 0.5) / 2 dims / 2 cards
-  EXPECT_DOUBLE_EQ(PlacementCost(busy, pod, on_busy, NodePolicy::kBinpack), -0.75);
-  EXPECT_DOUBLE_EQ(PlacementCost(empty, pod, on_empty, NodePolicy::kSpread), 0.25);
-  EXPECT_DOUBLE_EQ(PlacementCost(busy, pod, on_busy, NodePolicy::kSpread), 0.75);
+  EXPECT_DOUBLE_EQ(CostOf(empty, pod, NodePolicy::kBinpack), -0.25);  // (0.5 + 0.5) / 2 dims / 2 cards
+  EXPECT_DOUBLE_EQ(CostOf(busy, pod, NodePolicy::kBinpack), -0.75);
+  EXPECT_DOUBLE_EQ(CostOf(empty, pod, NodePolicy::kSpread), 0.25);
+  EXPECT_DOUBLE_EQ(CostOf(busy, pod, NodePolicy::kSpread), 0.75);
 }
 
 TEST(Allocator, ExtenderScoresRankCostsSoTheBestStaysBest) {
@@ -324,6 +325,20 @@ TEST(Allocator, ExtenderScoresRankCostsSoTheBestStaysBest) {
   EXPECT_EQ(scores.front(), 10);
   EXPECT_EQ(scores[10], 0);
   EXPECT_EQ(scores.back(), 0);
+  // In any order, with repeats: the score is 10 less the number of distinct lower costs (at least 0).
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<double> costs(rng() % 40);
+    for (double& c : costs) c = static_cast<double>(rng() % 25) / 4;
+    const std::vector<int> got = ExtenderScores(costs);
+    ASSERT_EQ(got.size(), costs.size());
+    for (size_t i = 0; i < costs.size(); ++i) {
+      std::set<double> lower;
+      for (double c : costs)
+        if (c < costs[i]) lower.insert(c);
+      EXPECT_EQ(got[i], std::max(0, 10 - static_cast<int>(lower.size())));
+    }
+  }
 }
 
 }  // namespace

@@ -95,16 +95,17 @@ double WorkloadModel::Fragmentation(const std::vector<int>& free, int64_t cpu_fr
 }
 
 double WorkloadModel::Fragmentation(const NodeState& node) const {
-  return Fragmentation(FreeCore(node), node.cpu_free_milli);
+  std::vector<int> free;
+  FreeCore(node, nullptr, free);
+  return Fragmentation(free, node.cpu_free_milli);
 }
 
-std::vector<int> FreeCore(const NodeState& node) {
-  std::vector<int> free;
-  free.reserve(node.cards.size());
-  for (const CardState& c : node.cards) {
-    free.push_back(c.card.healthy && c.usage.exclusive_holders == 0 ? 100 - c.usage.core : 0);
+void FreeCore(const NodeState& node, const std::vector<CardUsage>* usage, std::vector<int>& out) {
+  out.resize(node.cards.size());
+  for (size_t i = 0; i < node.cards.size(); ++i) {
+    const CardUsage& u = usage ? (*usage)[i] : node.cards[i].usage;
+    out[i] = node.cards[i].card.healthy && u.exclusive_holders == 0 ? 100 - u.core : 0;
   }
-  return free;
 }
 
 }  // namespace mgpu

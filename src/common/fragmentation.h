@@ -55,6 +55,7 @@ class WorkloadModel {
 };
 
 // Online core each card can still hand out, in card order: 0 for unhealthy cards and cards held whole.
-std::vector<int> FreeCore(const NodeState& node);
+// `usage` (parallel to node.cards) replaces the cards' own usage when given; `out` is overwritten.
+void FreeCore(const NodeState& node, const std::vector<CardUsage>* usage, std::vector<int>& out);
 
 }  // namespace mgpu

@@ -55,9 +55,9 @@ TEST(Fragmentation, ANodeShortOfCpuLosesAllItsFreeCore) {
   node.cpu_free_milli = 10000;
   PodRequest cpu_only;
   cpu_only.cpu_milli = 4000;  // leaves 6000: the 8000 shape no longer fits, 100 core lost
-  const double short_cost = PlacementCost(node, cpu_only, Assignment{}, NodePolicy::kFragmentation, &w);
+  const double short_cost = test::CostOf(node, cpu_only, NodePolicy::kFragmentation, &w);
   cpu_only.cpu_milli = 2000;  // leaves 8000: nothing lost
-  const double fine_cost = PlacementCost(node, cpu_only, Assignment{}, NodePolicy::kFragmentation, &w);
+  const double fine_cost = test::CostOf(node, cpu_only, NodePolicy::kFragmentation, &w);
   EXPECT_GT(short_cost, fine_cost + 1);
   EXPECT_DOUBLE_EQ(fine_cost, 0);
 }
@@ -84,7 +84,13 @@ TEST(Fragmentation, FreeCoreSkipsUnhealthyAndDedicatedCards) {
   node.cards[0].usage.core = 30;
   node.cards[1].card.healthy = false;
   node.cards[2].usage.exclusive_holders = 1;
-  EXPECT_EQ(FreeCore(node), (std::vector<int>{70, 0, 0}));
+  std::vector<int> free;
+  FreeCore(node, nullptr, free);
+  EXPECT_EQ(free, (std::vector<int>{70, 0, 0}));
+  std::vector<CardUsage> usage = {CardUsage{}, CardUsage{}, CardUsage{}};
+  usage[0].core = 60;
+  FreeCore(node, &usage, free);
+  EXPECT_EQ(free, (std::vector<int>{40, 0, 100}));
 }
 
 // The card choice keeps the card the workload can still use.
@@ -112,14 +118,14 @@ TEST(Fragmentation, NodeCostIsTheGrowthOfFragmentation) {
   NodeState empty = test::Node("b", 1, 24576);
   PodRequest pod = Online(50);
   const double on_exact =
-      PlacementCost(exact, pod, *ChooseCards(exact, pod, &w), NodePolicy::kFragmentation, &w);
+      test::CostOf(exact, pod, NodePolicy::kFragmentation, &w);
   const double on_empty =
-      PlacementCost(empty, pod, *ChooseCards(empty, pod, &w), NodePolicy::kFragmentation, &w);
+      test::CostOf(empty, pod, NodePolicy::kFragmentation, &w);
   EXPECT_LT(on_exact, on_empty + 1e-9);
   // A 30 % pod on the empty card leaves 70 (usable): on the half card it leaves 20 (lost).
   PodRequest small = Online(30);
-  EXPECT_LT(PlacementCost(empty, small, *ChooseCards(empty, small, &w), NodePolicy::kFragmentation, &w),
-            PlacementCost(exact, small, *ChooseCards(exact, small, &w), NodePolicy::kFragmentation, &w));
+  EXPECT_LT(test::CostOf(empty, small, NodePolicy::kFragmentation, &w),
+            test::CostOf(exact, small, NodePolicy::kFragmentation, &w));
 }
 
 }  // namespace

@@ -46,4 +46,12 @@ inline PodRequest MustParse(const nlohmann::json& pod, const Config& config = Co
   return r.ok() ? *r : PodRequest();
 }
 
+// What placing `pod` on `node` costs under `policy` (Place + PlacementCost); the pod must fit.
+inline double CostOf(const NodeState& node, const PodRequest& pod, NodePolicy policy,
+                     const WorkloadModel* workload = nullptr) {
+  Placement placed;
+  EXPECT_TRUE(Place(node, pod, workload, placed)) << "pod " << pod.Key() << " does not fit node " << node.name;
+  return PlacementCost(node, pod, placed, policy, workload);
+}
+
 }  // namespace mgpu::test

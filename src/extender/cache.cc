@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/allocator.h"
@@ -39,6 +40,57 @@ std::set<std::string> CardsOf(const ContainerAssignment* container) {
 
 }  // namespace
 
+const NodeView* ClusterView::Find(std::string_view name) const {
+  auto it = slots_->find(name);
+  if (it == slots_->end()) return nullptr;
+  return (*blocks_[it->second / kBlockSize])[it->second % kBlockSize].get();
+}
+
+size_t ClusterView::size() const { return slots_->size(); }
+
+std::vector<const NodeView*> ClusterView::Nodes() const {
+  std::vector<const NodeView*> out;
+  out.reserve(slots_->size());
+  for (const auto& block : blocks_) {
+    for (const auto& view : *block)
+      if (view) out.push_back(view.get());
+  }
+  std::sort(out.begin(), out.end(),
+            [](const NodeView* a, const NodeView* b) { return a->state.name < b->state.name; });
+  return out;
+}
+
+void ClusterView::Set(const std::string& name, std::shared_ptr<NodeView> view) {
+  auto it = slots_->find(name);
+  size_t slot;
+  if (it != slots_->end()) {
+    slot = it->second;
+    if (!view) {
+      auto slots = std::make_shared<Slots>(*slots_);
+      slots->erase(name);
+      slots_ = std::move(slots);
+      free_slots_.push_back(slot);
+    }
+  } else {
+    if (!view) return;
+    if (free_slots_.empty()) {
+      slot = blocks_.size() * kBlockSize;
+      blocks_.push_back(std::make_shared<const Block>());
+      for (size_t s = kBlockSize - 1; s > 0; --s) free_slots_.push_back(slot + s);
+    } else {
+      slot = free_slots_.back();
+      free_slots_.pop_back();
+    }
+    auto slots = std::make_shared<Slots>(*slots_);
+    slots->emplace(name, slot);
+    slots_ = std::move(slots);
+  }
+  if (view) view->slot = slot;
+  auto block = std::make_shared<Block>(*blocks_[slot / kBlockSize]);
+  (*block)[slot % kBlockSize] = std::move(view);
+  blocks_[slot / kBlockSize] = std::move(block);
+}
+
 ClusterCache::ClusterCache(Config config, WorkloadLookup workload, Clock now_ns)
     : config_(std::move(config)),
       workload_(std::move(workload)),
@@ -52,7 +104,10 @@ void ClusterCache::UpsertNode(const json& node) {
   std::lock_guard lock(mu_);
   auto it = annotations.find(key);
   if (it == annotations.end()) {
-    if (nodes_.erase(name) && view_.erase(name)) ChangedLocked();
+    if (nodes_.erase(name)) {
+      view_.Set(name, nullptr);
+      ChangedLocked();
+    }
     return;
   }
   NodeEntry entry;
@@ -77,7 +132,7 @@ void ClusterCache::DeleteNode(const json& node) {
   const std::string name = StringAt(node, "metadata", "name");
   std::lock_guard lock(mu_);
   nodes_.erase(name);
-  view_.erase(name);
+  view_.Set(name, nullptr);
   ChangedLocked();
 }
 
@@ -173,11 +228,11 @@ Result<Assignment> ClusterCache::Reserve(const std::string& node, const PodReque
   std::unique_lock lock(mu_);
   for (;;) {
     ExpireLocked(now_ns_());
-    auto it = view_.find(node);
-    if (it == view_.end())
+    const NodeView* found = view_.Find(node);
+    if (!found)
       return Error{"node " + node + " has no " + config_.Names().gpu_inventory +
                    " annotation; is mgpu-device-plugin running there?"};
-    const NodeView& view = *it->second;
+    const NodeView& view = *found;
     if (!view.problem.empty()) return Error{view.problem};
     Result<Assignment> assignment = ChooseCards(view.state, pod, workload);
     if (!assignment.ok()) return assignment;
@@ -245,11 +300,12 @@ void ClusterCache::ReindexLocked(const std::string& key, const std::set<std::str
 void ClusterCache::RebuildLocked(const std::string& node, int64_t now) {
   auto n = nodes_.find(node);
   if (n == nodes_.end()) {
-    view_.erase(node);
+    view_.Set(node, nullptr);
     return;
   }
   auto view = std::make_shared<NodeView>();
   view->problem = n->second.problem;
+  view->generation = next_generation_++;
   if (n->second.inventory) view->state = MakeNodeState(node, *n->second.inventory, config_);
   view->state.name = node;
   const int64_t ttl_ns = config_.extender.assignment_ttl_seconds * 1'000'000'000;
@@ -270,7 +326,7 @@ void ClusterCache::RebuildLocked(const std::string& node, int64_t now) {
       view->pods.push_back(entry->placed);
     }
   }
-  view_[node] = std::move(view);
+  view_.Set(node, std::move(view));
 }
 
 void ClusterCache::ExpireLocked(int64_t now) {

@@ -12,11 +12,14 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -43,9 +46,39 @@ struct NodeView {
   NodeState state;              // cards with their usage
   std::string problem;          // why nothing fits here (no or bad inventory); empty when usable
   std::vector<PlacedPod> pods;  // those counted in state, by key
+  size_t slot = 0;              // the node's place in ClusterView, fixed while the node exists
+  uint64_t generation = 0;      // distinct for every view built: decisions about it can be kept under it
 };
 
-using ClusterView = std::map<std::string, std::shared_ptr<const NodeView>, std::less<>>;
+// An immutable view of every node with an inventory annotation. Nodes live in fixed slots grouped in blocks
+// shared between views, so a new view after one node changed copies one block, not the cluster; lookups by
+// name hash.
+class ClusterView {
+ public:
+  const NodeView* Find(std::string_view name) const;
+  size_t size() const;
+  // Slots are below this.
+  size_t SlotCount() const { return blocks_.size() * kBlockSize; }
+  // Every node, in name order.
+  std::vector<const NodeView*> Nodes() const;
+
+ private:
+  friend class ClusterCache;
+  static constexpr size_t kBlockSize = 64;
+  using Block = std::array<std::shared_ptr<const NodeView>, kBlockSize>;
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  using Slots = std::unordered_map<std::string, size_t, NameHash, std::equal_to<>>;
+
+  // Replaces or adds (`view` non-null; its slot is set) or removes a node.
+  void Set(const std::string& name, std::shared_ptr<NodeView> view);
+
+  std::shared_ptr<const Slots> slots_ = std::make_shared<const Slots>();
+  std::vector<std::shared_ptr<const Block>> blocks_;
+  std::vector<size_t> free_slots_;
+};
 
 // Annotations of a pod's controlling workload (for ParsePodRequest); may call the API server.
 using WorkloadLookup = std::function<Annotations(const nlohmann::json& pod)>;
@@ -109,6 +142,7 @@ class ClusterCache {
   ClusterView view_;
   std::shared_ptr<const ClusterView> snapshot_;
   int64_t next_expiry_ns_ = INT64_MAX;
+  uint64_t next_generation_ = 1;
 };
 
 }  // namespace mgpu::extender

@@ -19,7 +19,7 @@ class CacheTest : public ::testing::Test {
   CacheTest() : cache_(Config(), {}, [this] { return now_.load(); }) {}
   const CardState& CardOf(const std::string& node, int index) {
     snapshot_ = cache_.Snapshot();
-    return snapshot_->at(node)->state.cards.at(index);
+    return snapshot_->Find(node)->state.cards.at(index);
   }
   PodRequest Request(const nlohmann::json& pod) {
     Result<PodRequest> r = ParsePodRequest(pod, Config());
@@ -39,11 +39,32 @@ TEST_F(CacheTest, NodesWithoutInventoryAreAbsentAndBadInventoryIsAProblem) {
   cache_.UpsertNode(bad);
   cache_.UpsertNode(Node("good", 2));
   auto view = cache_.Snapshot();
-  EXPECT_EQ(view->count("plain"), 0u);
-  EXPECT_NE(view->at("bad")->problem.find("unreadable"), std::string::npos);
-  EXPECT_EQ(view->at("good")->state.cards.size(), 2u);
+  EXPECT_EQ(view->Find("plain"), nullptr);
+  EXPECT_NE(view->Find("bad")->problem.find("unreadable"), std::string::npos);
+  EXPECT_EQ(view->Find("good")->state.cards.size(), 2u);
   cache_.DeleteNode(Node("good", 2));
-  EXPECT_EQ(cache_.Snapshot()->count("good"), 0u);
+  EXPECT_EQ(cache_.Snapshot()->Find("good"), nullptr);
+}
+
+// Views share blocks of nodes: a later change, removal or addition never shows in an earlier view.
+TEST_F(CacheTest, SnapshotsStayAsTheyWereAcrossManyNodes) {
+  for (int i = 0; i < 200; ++i) cache_.UpsertNode(Node("n" + std::to_string(i), 1));
+  auto before = cache_.Snapshot();
+  ASSERT_EQ(before->size(), 200u);
+  cache_.UpsertPod(Placed(Pod("p", 30, 100), "n150", names_.gpu_allocated, OneCard("n150-gpu0", 30, 100)));
+  for (int i = 0; i < 100; ++i) cache_.DeleteNode(Node("n" + std::to_string(i), 1));
+  for (int i = 0; i < 70; ++i) cache_.UpsertNode(Node("m" + std::to_string(i), 2));
+  auto after = cache_.Snapshot();
+  EXPECT_EQ(after->size(), 170u);
+  EXPECT_EQ(after->Find("n150")->state.cards[0].usage.core, 30);
+  EXPECT_EQ(after->Find("n5"), nullptr);
+  EXPECT_EQ(after->Find("m69")->state.cards.size(), 2u);
+  EXPECT_EQ(before->Find("n150")->state.cards[0].usage.core, 0);
+  EXPECT_EQ(before->Find("n5")->state.name, "n5");
+  EXPECT_EQ(before->Find("m0"), nullptr);
+  const std::vector<const NodeView*> nodes = after->Nodes();
+  ASSERT_EQ(nodes.size(), 170u);
+  for (size_t i = 1; i < nodes.size(); ++i) EXPECT_LT(nodes[i - 1]->state.name, nodes[i]->state.name);
 }
 
 TEST_F(CacheTest, AssignedPodsCountAndAllocatedWins) {
@@ -116,7 +137,7 @@ TEST_F(CacheTest, AssumedBindSurvivesAStaleWatchEventAndYieldsToTheBoundPod) {
   EXPECT_EQ(CardOf("n", 0).usage.core, 50);
   cache_.UpsertPod(Placed(pending, "n", names_.gpu_assignment, *a, now_));
   EXPECT_EQ(CardOf("n", 0).usage.core, 50);
-  EXPECT_EQ(snapshot_->at("n")->pods.size(), 1u);
+  EXPECT_EQ(snapshot_->Find("n")->pods.size(), 1u);
 }
 
 TEST_F(CacheTest, AmbiguityGuardWaitsForTheEarlierPodToBeAllocated) {

@@ -49,15 +49,37 @@ Result<PodRequest> Extender::RequestOf(const nlohmann::json& pod) {
   return ParsePodRequest(pod, cache_.config(), workload);
 }
 
-WorkloadModel Extender::ObserveAndCopyModel(const PodRequest& pod) {
+Extender::ModelRef Extender::ObserveOnce(const PodRequest& pod) {
   std::lock_guard lock(model_mu_);
-  model_.Observe(pod);
+  if (!pod.uid.empty()) {
+    if (!observed_.insert(pod.uid).second) return model_;
+    observed_order_.push_back(pod.uid);
+    if (observed_order_.size() > kObservedUids) {
+      observed_.erase(observed_order_.front());
+      observed_order_.pop_front();
+    }
+  }
+  learning_.Observe(pod);
+  if (++unpublished_ >= kPublishEvery || model_.model->Empty()) {
+    model_ = ModelRef{std::make_shared<const WorkloadModel>(learning_), model_.version + 1};
+    unpublished_ = 0;
+  }
   return model_;
 }
 
-WorkloadModel Extender::CopyModel() {
+Extender::ModelRef Extender::Model() {
   std::lock_guard lock(model_mu_);
   return model_;
+}
+
+std::vector<const NodeView*> Extender::UsableNodes(const ClusterView& view,
+                                                   const std::vector<std::string>& names) {
+  std::vector<const NodeView*> nodes(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    const NodeView* node = view.Find(names[i]);
+    if (node && node->problem.empty()) nodes[i] = node;
+  }
+  return nodes;
 }
 
 FilterResult Extender::Filter(const ExtenderArgs& args) {
@@ -74,26 +96,32 @@ FilterResult Extender::Filter(const ExtenderArgs& args) {
     for (size_t i = 0; i < args.node_names.size(); ++i) result.passed.push_back(i);
     return result;
   }
-  const WorkloadModel model = ObserveAndCopyModel(*pod);
+  const ModelRef model = ObserveOnce(*pod);
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
+  const std::vector<const NodeView*> nodes = UsableNodes(*view, args.node_names);
+  const std::vector<Decision> decisions = memo_.Decide(*view, nodes, *pod, model.model.get(), model.version);
   const std::string& inventory = cache_.config().Names().gpu_inventory;
+  uint64_t no_inventory = 0, bad_inventory = 0, insufficient = 0;
+  result.passed.reserve(args.node_names.size());
   for (size_t i = 0; i < args.node_names.size(); ++i) {
     const std::string& name = args.node_names[i];
-    auto it = view->find(name);
-    if (it == view->end()) {
+    if (decisions[i].fits) {
+      result.passed.push_back(i);
+    } else if (nodes[i]) {
+      result.failed[name] = ChooseCards(nodes[i]->state, *pod, model.model.get()).message();
+      ++insufficient;
+    } else if (const NodeView* bad = view->Find(name)) {
+      result.failed[name] = bad->problem;
+      ++bad_inventory;
+    } else {
       result.failed[name] =
           "node " + name + " has no " + inventory + " annotation: no mgpu-device-plugin there";
-      metrics_.CountFilterFailure("no_inventory");
-    } else if (!it->second->problem.empty()) {
-      result.failed[name] = it->second->problem;
-      metrics_.CountFilterFailure("bad_inventory");
-    } else if (Result<Assignment> a = ChooseCards(it->second->state, *pod, &model); a.ok()) {
-      result.passed.push_back(i);
-    } else {
-      result.failed[name] = a.message();
-      metrics_.CountFilterFailure("insufficient");
+      ++no_inventory;
     }
   }
+  metrics_.CountFilterFailure("no_inventory", no_inventory);
+  metrics_.CountFilterFailure("bad_inventory", bad_inventory);
+  metrics_.CountFilterFailure("insufficient", insufficient);
   return result;
 }
 
@@ -102,16 +130,17 @@ std::vector<HostScore> Extender::Prioritize(const ExtenderArgs& args) {
   for (const std::string& n : args.node_names) scores.push_back({n, 0});
   Result<PodRequest> pod = RequestOf(args.pod);
   if (!pod.ok() || !pod->AsksForGpu()) return scores;
-  const WorkloadModel model = CopyModel();
+  const ModelRef model = Model();
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
+  const std::vector<Decision> decisions = memo_.Decide(*view, UsableNodes(*view, args.node_names), *pod,
+                                                       model.model.get(), model.version);
   std::vector<double> costs;
   std::vector<size_t> fitting;
-  for (size_t i = 0; i < args.node_names.size(); ++i) {
-    auto it = view->find(args.node_names[i]);
-    if (it == view->end() || !it->second->problem.empty()) continue;
-    Result<Assignment> a = ChooseCards(it->second->state, *pod, &model);
-    if (!a.ok()) continue;
-    costs.push_back(PlacementCost(it->second->state, *pod, *a, pod->node_policy, &model));
+  costs.reserve(args.node_names.size());
+  fitting.reserve(args.node_names.size());
+  for (size_t i = 0; i < decisions.size(); ++i) {
+    if (!decisions[i].fits) continue;
+    costs.push_back(decisions[i].cost);
     fitting.push_back(i);
   }
   const std::vector<int> node_scores = ExtenderScores(costs);
@@ -139,10 +168,11 @@ std::string Extender::Bind(const BindArgs& args) {
   }
 
   const ExtenderConfig& ec = cache_.config().extender;
-  const WorkloadModel model = CopyModel();
+  const ModelRef model = Model();
   const int64_t assume_ns = NowNs();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ec.bind_wait_ms);
-  Result<Assignment> assignment = cache_.Reserve(args.node, *request, uid, assume_ns, &model, deadline);
+  Result<Assignment> assignment =
+      cache_.Reserve(args.node, *request, uid, assume_ns, model.model.get(), deadline);
   if (!assignment.ok()) {
     spdlog::info("bind pod={} node={}: {}", key, args.node, assignment.message());
     return assignment.message();
@@ -183,20 +213,21 @@ std::map<std::string, MetaVictims> Extender::Preempt(const PreemptArgs& args) {
   Result<PodRequest> pod = RequestOf(args.pod);
   if (!pod.ok()) return {};
   if (!pod->AsksForGpu()) return args.victims;
-  const WorkloadModel model = CopyModel();
+  const ModelRef model = Model();
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
   std::map<std::string, MetaVictims> out;
+  Placement placement;
   for (const auto& [node, victims] : args.victims) {
-    auto it = view->find(node);
-    if (it == view->end() || !it->second->problem.empty()) continue;
-    NodeState state = it->second->state;
+    const NodeView* found = view->Find(node);
+    if (!found || !found->problem.empty()) continue;
+    NodeState state = found->state;
     const std::set<std::string> uids(victims.pod_uids.begin(), victims.pod_uids.end());
-    for (const PlacedPod& placed : it->second->pods) {
+    for (const PlacedPod& placed : found->pods) {
       if (!uids.count(placed.uid)) continue;
       if (Status s = Release(state, placed.request, placed.assignment); !s.ok())
         spdlog::warn("preempt node={} pod={}: {}", node, placed.key, s.message());
     }
-    if (ChooseCards(state, *pod, &model).ok()) out.emplace(node, victims);
+    if (Place(state, *pod, model.model.get(), placement)) out.emplace(node, victims);
   }
   return out;
 }

@@ -4,15 +4,19 @@
 // preempt keeps the nodes where evicting the proposed victims frees enough per-card capacity.
 #pragma once
 
+#include <deque>
 #include <functional>
+#include <memory>
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "common/fragmentation.h"
 #include "common/kube/client.h"
 #include "extender/cache.h"
+#include "extender/decisions.h"
 #include "extender/metrics.h"
 #include "extender/wire.h"
 #include "extender/workload.h"
@@ -33,16 +37,31 @@ class Extender {
 
  private:
   Result<PodRequest> RequestOf(const nlohmann::json& pod);
-  WorkloadModel ObserveAndCopyModel(const PodRequest& pod);
-  WorkloadModel CopyModel();
+  struct ModelRef {
+    std::shared_ptr<const WorkloadModel> model;
+    uint64_t version = 0;
+  };
+  // Learns `pod`'s shapes, once per pod uid (the scheduler retries pods); returns the published model.
+  ModelRef ObserveOnce(const PodRequest& pod);
+  ModelRef Model();
+  // The nodes of `names` in `view` that can take pods (null for the others).
+  static std::vector<const NodeView*> UsableNodes(const ClusterView& view, const std::vector<std::string>& names);
 
   ClusterCache& cache_;
   kube::Client* client_;
   WorkloadResolver* workloads_;
   Metrics& metrics_;
   std::function<bool()> is_leader_;
+  static constexpr size_t kObservedUids = 8192;
+  // The model in use changes every this many new pods (it moves slowly), so decisions stay memoisable.
+  static constexpr int kPublishEvery = 16;
   std::mutex model_mu_;
-  WorkloadModel model_;
+  WorkloadModel learning_;
+  int unpublished_ = 0;
+  ModelRef model_{std::make_shared<const WorkloadModel>(), 0};
+  std::unordered_set<std::string> observed_;  // the uids model_ learned, the latest kObservedUids
+  std::deque<std::string> observed_order_;
+  DecisionMemo memo_;
 };
 
 }  // namespace mgpu::extender

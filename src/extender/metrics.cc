@@ -21,9 +21,10 @@ void Metrics::ObserveRequest(std::string_view verb, int code, double seconds) {
   h.sum += seconds;
 }
 
-void Metrics::CountFilterFailure(std::string_view reason) {
+void Metrics::CountFilterFailure(std::string_view reason, uint64_t nodes) {
+  if (nodes == 0) return;
   std::lock_guard lock(mu_);
-  ++filter_failures_[std::string(reason)];
+  filter_failures_[std::string(reason)] += nodes;
 }
 
 std::string Metrics::Render(const ClusterView& view) const {
@@ -77,16 +78,17 @@ std::string Metrics::Render(const ClusterView& view) const {
        [](const CardState& c) -> double { return c.card.healthy ? 1 : 0; }},
   };
   double core = 0, cards = 0;
+  const std::vector<const NodeView*> nodes = view.Nodes();
   for (const Series& s : kSeries) {
     out << "# HELP " << s.name << ' ' << s.help << "\n# TYPE " << s.name << " gauge\n";
-    for (const auto& [node, v] : view) {
+    for (const NodeView* v : nodes) {
       for (const CardState& c : v->state.cards) {
-        out << s.name << "{node=\"" << EscapeLabelValue(node) << "\",card=\"" << c.card.index << "\",uuid=\""
+        out << s.name << "{node=\"" << EscapeLabelValue(v->state.name) << "\",card=\"" << c.card.index << "\",uuid=\""
             << EscapeLabelValue(c.card.uuid) << "\"} " << s.value(c) << '\n';
       }
     }
   }
-  for (const auto& [node, v] : view) {
+  for (const NodeView* v : nodes) {
     for (const CardState& c : v->state.cards) {
       core += c.usage.core;
       cards += 1;

@@ -15,7 +15,7 @@ namespace mgpu::extender {
 class Metrics {
  public:
   void ObserveRequest(std::string_view verb, int code, double seconds);
-  void CountFilterFailure(std::string_view reason);
+  void CountFilterFailure(std::string_view reason, uint64_t nodes = 1);
   std::string Render(const ClusterView& view) const;
 
  private:

@@ -18,7 +18,7 @@ constexpr int kThreads = 32;
 
 json NodesJson(const ClusterView& view) {
   json nodes = json::array();
-  for (const auto& [name, v] : view) {
+  for (const NodeView* v : view.Nodes()) {
     json cards = json::array();
     for (const CardState& c : v->state.cards) {
       cards.push_back({{"index", c.card.index},
@@ -47,7 +47,7 @@ json NodesJson(const ClusterView& view) {
       pods.push_back(
           {{"pod", p.key}, {"uid", p.uid}, {"allocated", p.allocated}, {"containers", containers}});
     }
-    json node = {{"name", name}, {"cards", cards}, {"pods", pods}};
+    json node = {{"name", v->state.name}, {"cards", cards}, {"pods", pods}};
     if (!v->problem.empty()) node["problem"] = v->problem;
     nodes.push_back(std::move(node));
   }

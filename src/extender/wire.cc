@@ -44,6 +44,28 @@ std::string StringOf(const json& object, std::string_view key, std::string_view 
 
 }  // namespace
 
+void AppendJsonString(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  size_t plain = 0;  // start of the run of characters that need no escape
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c != '"' && c != '\\' && c >= 0x20) continue;
+    out.append(text.data() + plain, i - plain);
+    plain = i + 1;
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else {
+      out += "\\u00";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  out.append(text.data() + plain, text.size() - plain);
+  out += '"';
+}
+
 const json* FieldAnyCase(const json& object, std::string_view key) {
   if (!object.is_object()) return nullptr;
   auto exact = object.find(std::string(key));
@@ -105,6 +127,9 @@ Result<ExtenderArgs> ExtenderArgs::Parse(std::string_view body) {
 std::string EncodeFilterResult(const ExtenderArgs& args, const FilterResult& result) {
   std::string out;
   if (args.full_nodes) {
+    size_t bytes = 128;
+    for (size_t i : result.passed) bytes += args.node_items[i].size() + 1;
+    out.reserve(bytes);
     out = R"({"Nodes":{"metadata":{},"items":[)";
     for (size_t i = 0; i < result.passed.size(); ++i) {
       if (i) out += ',';
@@ -112,20 +137,48 @@ std::string EncodeFilterResult(const ExtenderArgs& args, const FilterResult& res
     }
     out += "]},\"NodeNames\":null";
   } else {
-    json names = json::array();
-    for (size_t i : result.passed) names.push_back(args.node_names[i]);
-    out = "{\"NodeNames\":" + names.dump();
+    out.reserve(64 + result.passed.size() * 24);
+    out = "{\"NodeNames\":[";
+    for (size_t i = 0; i < result.passed.size(); ++i) {
+      if (i) out += ',';
+      AppendJsonString(out, args.node_names[result.passed[i]]);
+    }
+    out += ']';
   }
-  out += ",\"FailedNodes\":" + json(result.failed).dump();
-  out += ",\"FailedAndUnresolvableNodes\":" + json(result.unresolvable).dump();
-  out += ",\"Error\":" + json(result.error).dump() + "}";
+  const auto append_map = [&out](const char* key, const std::map<std::string, std::string>& map) {
+    out += key;
+    char separator = '{';
+    for (const auto& [node, reason] : map) {
+      out += separator;
+      separator = ',';
+      AppendJsonString(out, node);
+      out += ':';
+      AppendJsonString(out, reason);
+    }
+    out += map.empty() ? "{}" : "}";
+  };
+  append_map(",\"FailedNodes\":", result.failed);
+  append_map(",\"FailedAndUnresolvableNodes\":", result.unresolvable);
+  out += ",\"Error\":";
+  AppendJsonString(out, result.error);
+  out += '}';
   return out;
 }
 
 std::string EncodePrioritizeResult(const std::vector<HostScore>& scores) {
-  json out = json::array();
-  for (const HostScore& s : scores) out.push_back({{"Host", s.host}, {"Score", s.score}});
-  return out.dump();
+  std::string out;
+  out.reserve(2 + scores.size() * 40);
+  out += '[';
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if (i) out += ',';
+    out += "{\"Host\":";
+    AppendJsonString(out, scores[i].host);
+    out += ",\"Score\":";
+    out += std::to_string(scores[i].score);
+    out += '}';
+  }
+  out += ']';
+  return out;
 }
 
 std::string EncodeError(std::string_view error) { return json{{"Error", error}}.dump(); }

@@ -64,6 +64,9 @@ struct PreemptArgs {
 };
 std::string EncodePreemptResult(const std::map<std::string, MetaVictims>& victims);
 
+// Appends `text` as a JSON string literal (quotes, backslashes and control characters escaped).
+void AppendJsonString(std::string& out, std::string_view text);
+
 // The value of `key` in a JSON object, matched in any case; null when absent.
 const nlohmann::json* FieldAnyCase(const nlohmann::json& object, std::string_view key);
 

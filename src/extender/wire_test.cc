@@ -126,5 +126,25 @@ TEST(Wire, PrioritizeReplyShape) {
             json::parse(Fixture("v1.32-bind-preempt/bp-prioritize-002.response.json")));
 }
 
+TEST(Wire, RepliesEscapeWhatJsonMust) {
+  const std::string tricky = "a\"b\\c\nd\x01e\xc3\xa9/";
+  std::string literal;
+  AppendJsonString(literal, tricky);
+  EXPECT_EQ(json::parse(literal).get<std::string>(), tricky);
+  ExtenderArgs args;
+  args.node_names = {tricky, "n2"};
+  FilterResult result;
+  result.passed = {0};
+  result.failed["n2"] = tricky;
+  result.error = tricky;
+  const json reply = json::parse(EncodeFilterResult(args, result));
+  EXPECT_EQ(reply["NodeNames"], json::array({tricky}));
+  EXPECT_EQ(reply["FailedNodes"]["n2"], tricky);
+  EXPECT_EQ(reply["FailedAndUnresolvableNodes"], json::object());
+  EXPECT_EQ(reply["Error"], tricky);
+  EXPECT_EQ(json::parse(EncodePrioritizeResult({{tricky, 7}}))[0]["Host"], tricky);
+  EXPECT_EQ(json::parse(EncodePrioritizeResult({})), json::array());
+}
+
 }  // namespace
 }  // namespace mgpu::extender

@@ -111,13 +111,15 @@ int Run(int argc, char** argv) {
     Assignment best_assignment;
     double best_cost = 0;
     std::string reasons;
+    Placement placement;
     for (NodeState& node : *nodes) {
       auto a = ChooseCards(node, *req);
       if (!a.ok()) {
         reasons += "\n          " + node.name + ": " + a.message();
         continue;
       }
-      const double cost = PlacementCost(node, *req, *a, req->node_policy);
+      Place(node, *req, nullptr, placement);
+      const double cost = PlacementCost(node, *req, placement, req->node_policy);
       if (!best || cost < best_cost) best = &node, best_cost = cost, best_assignment = *a;
     }
     if (!best) {

@@ -81,7 +81,7 @@ TEST_F(ExtenderIntegration, BindRecordsCardsBindsAndReportsAnEvent) {
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(*a, OneCard("n1-gpu0", 30, 4096));
   EXPECT_TRUE(pod["metadata"]["annotations"].contains(names_.gpu_assume_time));
-  EXPECT_EQ(daemon->cache().Snapshot()->at("n1")->state.cards[0].usage.core, 30);
+  EXPECT_EQ(daemon->cache().Snapshot()->Find("n1")->state.cards[0].usage.core, 30);
   bool event = false;
   for (const json& e : api_.List("events", "default"))
     event |= e["reason"] == "GPUAssigned" && e["involvedObject"]["name"] == "p";
@@ -110,12 +110,12 @@ TEST_F(ExtenderIntegration, FailedBindingRollsBackTheCacheAndTheAnnotation) {
                      {"PodUID", StoredPod("p")["metadata"]["uid"]},
                      {"Node", "n1"}};
   EXPECT_NE(Post(*daemon, "/bind", args)["Error"], "");
-  EXPECT_EQ(daemon->cache().Snapshot()->at("n1")->state.cards[0].usage.core, 0);
+  EXPECT_EQ(daemon->cache().Snapshot()->Find("n1")->state.cards[0].usage.core, 0);
   EXPECT_FALSE(
       StoredPod("p")["metadata"].value("annotations", json::object()).contains(names_.gpu_assignment));
   // The scheduler's retry succeeds.
   EXPECT_EQ(Post(*daemon, "/bind", args)["Error"], "");
-  EXPECT_EQ(daemon->cache().Snapshot()->at("n1")->state.cards[0].usage.core, 60);
+  EXPECT_EQ(daemon->cache().Snapshot()->Find("n1")->state.cards[0].usage.core, 60);
 }
 
 TEST_F(ExtenderIntegration, BurstOfConcurrentBindsNeverOvercommitsAndRestartRebuildsTheView) {
@@ -212,7 +212,7 @@ TEST_F(ExtenderIntegration, BurstOfConcurrentBindsNeverOvercommitsAndRestartRebu
     return out;
   };
   ASSERT_TRUE(WaitUntil([&] {
-    for (const auto& [node, view] : *daemon->cache().Snapshot())
+    for (const NodeView* view : daemon->cache().Snapshot()->Nodes())
       for (const PlacedPod& p : view->pods)
         if (!p.allocated) return false;
     return true;
@@ -229,7 +229,7 @@ TEST_F(ExtenderIntegration, WatchFaultsAreRecovered) {
   auto daemon = StartDaemon();
   const auto core = [&] {
     auto view = daemon->cache().Snapshot();
-    return view->count("n1") ? view->at("n1")->state.cards[0].usage.core : -1;
+    return view->Find("n1") ? view->Find("n1")->state.cards[0].usage.core : -1;
   };
   api_.DropWatches();
   ASSERT_TRUE(
@@ -244,7 +244,7 @@ TEST_F(ExtenderIntegration, WatchFaultsAreRecovered) {
   ASSERT_TRUE(api_.Delete("pods", "default", "a").ok());
   EXPECT_TRUE(WaitUntil([&] { return core() == 30; }));
   ASSERT_TRUE(api_.Create("nodes", Node("n2", 2)).ok());
-  EXPECT_TRUE(WaitUntil([&] { return daemon->cache().Snapshot()->count("n2") == 1; }));
+  EXPECT_TRUE(WaitUntil([&] { return daemon->cache().Snapshot()->Find("n2") != nullptr; }));
 }
 
 TEST_F(ExtenderIntegration, LeaderFailoverBindsNothingTwice) {
@@ -273,7 +273,7 @@ TEST_F(ExtenderIntegration, LeaderFailoverBindsNothingTwice) {
   // The new leader's cache holds the old leader's binds before it answers.
   ASSERT_TRUE(WaitUntil([&] {
     auto view = b->cache().Snapshot();
-    return view->count("n1") && view->at("n1")->pods.size() == kPods / 2;
+    return view->Find("n1") && view->Find("n1")->pods.size() == kPods / 2;
   }));
   const json before = StoredPod("p0")["metadata"]["annotations"];
   EXPECT_NE(bind(*b, 0), "");  // already bound: refused, its cards untouched

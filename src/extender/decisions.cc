@@ -1,0 +1,74 @@
+#include "extender/decisions.h"
+
+#include "common/allocator.h"
+
+namespace mgpu::extender {
+namespace {
+
+Decision DecideOne(const NodeView& node, const PodRequest& pod, const WorkloadModel* model, Placement& placed) {
+  if (!Place(node.state, pod, model, placed)) return Decision{};
+  return Decision{true, PlacementCost(node.state, pod, placed, pod.node_policy, model)};
+}
+
+bool UsesModel(const PodRequest& pod) {
+  return pod.card_policy == CardPolicy::kFragmentation || pod.node_policy == NodePolicy::kFragmentation;
+}
+
+}  // namespace
+
+std::string ShapeKey(const PodRequest& pod) {
+  std::string key;
+  const auto add = [&key](int64_t v) {
+    key += std::to_string(v);
+    key += ',';
+  };
+  add(static_cast<int>(pod.qos));
+  add(pod.dedicated);
+  add(static_cast<int>(pod.compute_policy));
+  add(static_cast<int>(pod.card_policy));
+  add(static_cast<int>(pod.node_policy));
+  add(pod.cpu_milli);
+  for (const ContainerRequest& c : pod.containers) {
+    key += '|';
+    add(c.core);
+    add(c.reclaimed_core);
+    add(c.memory_mib);
+    add(c.card_count);
+  }
+  return key;
+}
+
+std::vector<Decision> DecisionMemo::Decide(const ClusterView& view, const std::vector<const NodeView*>& nodes,
+                                           const PodRequest& pod, const WorkloadModel* model,
+                                           uint64_t model_version) {
+  std::vector<Decision> out(nodes.size());
+  Placement placed;
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (nodes[i]) out[i] = DecideOne(*nodes[i], pod, model, placed);
+    return out;
+  }
+  std::string shape = ShapeKey(pod);
+  if (UsesModel(pod)) shape += "model" + std::to_string(model_version);
+  auto table = tables_.begin();
+  while (table != tables_.end() && table->shape != shape) ++table;
+  if (table == tables_.end()) {
+    if (tables_.size() == kShapes) tables_.pop_back();
+    tables_.push_front(Table{std::move(shape), {}});
+  } else {
+    tables_.splice(tables_.begin(), tables_, table);
+  }
+  std::vector<Remembered>& memo = tables_.front().by_slot;
+  if (memo.size() < view.SlotCount()) memo.resize(view.SlotCount());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeView* node = nodes[i];
+    if (!node) continue;
+    Remembered& r = memo[node->slot];
+    if (r.generation != node->generation) r = Remembered{node->generation, DecideOne(*node, pod, model, placed)};
+    out[i] = r.decision;
+  }
+  return out;
+}
+
+}  // namespace mgpu::extender
