@@ -302,8 +302,10 @@ Status Release(NodeState& node, const PodRequest& pod, const Assignment& assignm
 // 4.95, 4.99 and 4.92 %.
 constexpr double kFragmentationStep = 8;
 
-double PlacementCost(const NodeState& node, const PodRequest& pod, Placement& placed, NodePolicy policy,
-                     const WorkloadModel* workload) {
+namespace {
+
+double PlacementCostOf(const NodeState& node, const PodRequest& pod, Placement& placed, NodePolicy policy,
+                       const WorkloadModel* workload) {
   double used = 0;
   int healthy = 0;
   for (size_t i = 0; i < node.cards.size(); ++i) {
@@ -326,6 +328,23 @@ double PlacementCost(const NodeState& node, const PodRequest& pod, Placement& pl
     return std::round(growth / kFragmentationStep) - 1e-3 * fullness;
   }
   return -fullness;
+}
+
+// Below every other difference of costs: equal costs are ordered by a fixed pseudo-random order of the node
+// names (FNV-1a), so that the scheduler's choice among them is deterministic. Measured on the openb trace
+// (bench/RESULTS.md): leaving ties to kube-scheduler's random pick leaves 4.92 % of the GPUs unallocated
+// with the fragmentation policy, a fixed order 4.78 % (it keeps filling the same nodes).
+double TieBreak(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return 1e-10 * static_cast<double>(h >> 11) / static_cast<double>(1ull << 53);
+}
+
+}  // namespace
+
+double PlacementCost(const NodeState& node, const PodRequest& pod, Placement& placed, NodePolicy policy,
+                     const WorkloadModel* workload) {
+  return PlacementCostOf(node, pod, placed, policy, workload) + TieBreak(node.name);
 }
 
 std::vector<int> ExtenderScores(const std::vector<double>& costs) {

@@ -55,7 +55,8 @@ Status Release(NodeState& node, const PodRequest& pod, const Assignment& assignm
 // What placing `pod` where a successful Place() put it costs the node under `policy`; lower is better.
 // binpack: minus the node's fullness after placement; spread: the fullness; fragmentation: the growth of the
 // workload's expected fragmentation, the fuller node first among equals (binpack while the workload is null
-// or empty). Uses `placed`'s working memory.
+// or empty). Equal costs are told apart by a fixed pseudo-random order of node names far below any other
+// difference, so the scheduler's pick is deterministic. Uses `placed`'s working memory.
 double PlacementCost(const NodeState& node, const PodRequest& pod, Placement& placed, NodePolicy policy,
                      const WorkloadModel* workload = nullptr);
 

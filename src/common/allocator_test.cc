@@ -308,10 +308,10 @@ TEST(Allocator, CostsPreferFullerNodesForBinpackEmptierForSpread) {
   NodeState busy = Node("b", 2, 24576);
   ASSERT_TRUE(ChooseAndApply(busy, Online("x", 100, 24576)).error.empty());
   PodRequest pod = Online("p", 50, 12288);
-  EXPECT_DOUBLE_EQ(CostOf(empty, pod, NodePolicy::kBinpack), -0.25);  // (0.5 + 0.5) / 2 dims / 2 cards
-  EXPECT_DOUBLE_EQ(CostOf(busy, pod, NodePolicy::kBinpack), -0.75);
-  EXPECT_DOUBLE_EQ(CostOf(empty, pod, NodePolicy::kSpread), 0.25);
-  EXPECT_DOUBLE_EQ(CostOf(busy, pod, NodePolicy::kSpread), 0.75);
+  EXPECT_NEAR(CostOf(empty, pod, NodePolicy::kBinpack), -0.25, 1e-9);  // (0.5 + 0.5) / 2 dims / 2 cards
+  EXPECT_NEAR(CostOf(busy, pod, NodePolicy::kBinpack), -0.75, 1e-9);
+  EXPECT_NEAR(CostOf(empty, pod, NodePolicy::kSpread), 0.25, 1e-9);
+  EXPECT_NEAR(CostOf(busy, pod, NodePolicy::kSpread), 0.75, 1e-9);
 }
 
 TEST(Allocator, ExtenderScoresRankCostsSoTheBestStaysBest) {

@@ -70,8 +70,8 @@ struct Config {
   int64_t reserved_memory_mib = 0;
   int min_core_percent = 5;
   ComputePolicy default_compute_policy = ComputePolicy::kFixedShare;
-  CardPolicy default_card_policy = CardPolicy::kBinpack;
-  NodePolicy default_node_policy = NodePolicy::kBinpack;
+  CardPolicy default_card_policy = CardPolicy::kFragmentation;
+  NodePolicy default_node_policy = NodePolicy::kFragmentation;
   IsolationConfig isolation;
   DevicePluginConfig device_plugin;
   ExtenderConfig extender;

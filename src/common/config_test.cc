@@ -13,8 +13,8 @@ TEST(Config, EmptyFileGivesDefaults) {
   EXPECT_EQ(c->reserved_memory_mib, 0);
   EXPECT_EQ(c->min_core_percent, 5);
   EXPECT_EQ(c->default_compute_policy, ComputePolicy::kFixedShare);
-  EXPECT_EQ(c->default_card_policy, CardPolicy::kBinpack);
-  EXPECT_EQ(c->default_node_policy, NodePolicy::kBinpack);
+  EXPECT_EQ(c->default_card_policy, CardPolicy::kFragmentation);
+  EXPECT_EQ(c->default_node_policy, NodePolicy::kFragmentation);
   EXPECT_EQ(c->isolation.backend, IsolationBackend::kNone);
   EXPECT_EQ(c->extender.assignment_ttl_seconds, 300);
   EXPECT_EQ(c->device_plugin.device_plugin_dir, "/var/lib/kubelet/device-plugins");

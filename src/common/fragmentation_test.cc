@@ -59,7 +59,7 @@ TEST(Fragmentation, ANodeShortOfCpuLosesAllItsFreeCore) {
   cpu_only.cpu_milli = 2000;  // leaves 8000: nothing lost
   const double fine_cost = test::CostOf(node, cpu_only, NodePolicy::kFragmentation, &w);
   EXPECT_GT(short_cost, fine_cost + 1);
-  EXPECT_DOUBLE_EQ(fine_cost, 0);
+  EXPECT_NEAR(fine_cost, 0, 1e-9);
 }
 
 TEST(Fragmentation, OlderShapesDecay) {
