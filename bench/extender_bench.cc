@@ -11,11 +11,14 @@
 //    simdjson DOM, nlohmann DOM; and ExtenderArgs::Parse alone.
 // Run: build/bench/mgpu_extender_bench [--benchmark_filter=nodes:1000] [--benchmark_min_time=0.5]
 #include <benchmark/benchmark.h>
+#include <httplib.h>
 #include <simdjson.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <mutex>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,6 +38,7 @@
 #include "extender/cache.h"
 #include "extender/extender.h"
 #include "extender/metrics.h"
+#include "extender/server.h"
 #include "extender/wire.h"
 #include "support/fake_apiserver.h"
 
@@ -288,8 +292,31 @@ struct Cluster {
   std::vector<std::string> in_flight;  // bound pods the cache has not seen from the "watch" yet
   std::string setup_error;
 
+  // The real HTTP server over this cluster's extender on loopback, started by the first HTTP benchmark.
+  std::once_flag http_once;
+  std::unique_ptr<HttpServer> http;
+
   void RefillBindPods();
+  int HttpPort();
 };
+
+int Cluster::HttpPort() {
+  std::call_once(http_once, [this] {
+    http = std::make_unique<HttpServer>(*extender, cache, metrics, [] { return true; });
+    if (Status s = http->Start("127.0.0.1:0", config.extender); !s.ok()) setup_error = s.message();
+  });
+  return setup_error.empty() ? http->port() : 0;
+}
+
+// The process's resident memory in MiB (VmRSS).
+double ResidentMiB() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024;
+  }
+  return 0;
+}
 
 std::string NodesBody(const json& pod, const std::vector<std::string>& items) {
   std::string body =
@@ -596,6 +623,45 @@ void BM_BindReserveInProcess(benchmark::State& state) {
   state.counters["nodes"] = c.nodes;
 }
 
+// A load generator against the real HTTP server on loopback (cpp-httplib client, one keep-alive connection
+// per benchmark thread): request latency p50/p99 and throughput (items_per_second, real time) per verb and
+// payload mode. RSS is the whole process: the extender, the synthetic cluster's fake API server and the
+// request bodies.
+void HttpVerb(benchmark::State& state, const char* path, bool prioritize, bool full) {
+  Cluster& c = ClusterOf(static_cast<int>(state.range(0)));
+  const int port = c.HttpPort();
+  if (!c.setup_error.empty()) return state.SkipWithError(c.setup_error.c_str());
+  const std::string& body = prioritize ? (full ? c.prioritize_full_body : c.prioritize_cache_body)
+                                       : (full ? c.filter_full_body : c.filter_cache_body);
+  httplib::Client client("127.0.0.1", port);
+  client.set_keep_alive(true);
+  client.set_tcp_nodelay(true);  // as kube-scheduler's Go client
+  client.set_read_timeout(60);
+  std::vector<double> micros;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    httplib::Result res = client.Post(path, body, "application/json");
+    micros.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+    if (!res || res->status != 200) return state.SkipWithError("the extender did not answer 200");
+    benchmark::DoNotOptimize(res->body.data());
+  }
+  std::sort(micros.begin(), micros.end());
+  const auto at = [&](double q) { return micros.empty() ? 0 : micros[static_cast<size_t>(q * (micros.size() - 1))]; };
+  state.SetItemsProcessed(state.iterations());
+  state.counters["p50_us"] = benchmark::Counter(at(0.5), benchmark::Counter::kAvgThreads);
+  state.counters["p99_us"] = benchmark::Counter(at(0.99), benchmark::Counter::kAvgThreads);
+  if (state.thread_index() == 0) state.counters["rss_MiB"] = ResidentMiB();
+  state.SetLabel(std::to_string(c.nodes) + " nodes x 8 cards, HTTP " + path + ", " +
+                 (full ? "full-Nodes" : "cache (NodeNames)") + ", body " + std::to_string(body.size() / 1024) +
+                 " KiB");
+}
+
+void BM_HttpFilterCache(benchmark::State& state) { HttpVerb(state, "/filter", false, false); }
+void BM_HttpPrioritizeCache(benchmark::State& state) { HttpVerb(state, "/prioritize", true, false); }
+void BM_HttpFilterFullNodes(benchmark::State& state) { HttpVerb(state, "/filter", false, true); }
+void BM_HttpPrioritizeFullNodes(benchmark::State& state) { HttpVerb(state, "/prioritize", true, true); }
+
 void Sizes(benchmark::internal::Benchmark* b) {
   b->ArgName("nodes")->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrosecond);
 }
@@ -610,6 +676,10 @@ BENCHMARK(BM_SimdjsonDomFullNodes)->Apply(Sizes);
 BENCHMARK(BM_NlohmannDomFullNodes)->Apply(Sizes);
 BENCHMARK(BM_BindReserveInProcess)->Apply(Sizes);
 BENCHMARK(BM_BindOverFakeApiServer)->Apply(Sizes)->UseRealTime();
+BENCHMARK(BM_HttpFilterCache)->Apply(Sizes)->UseRealTime()->Threads(1)->Threads(2);
+BENCHMARK(BM_HttpPrioritizeCache)->Apply(Sizes)->UseRealTime()->Threads(1)->Threads(2);
+BENCHMARK(BM_HttpFilterFullNodes)->Apply(Sizes)->UseRealTime()->Threads(1)->Threads(2);
+BENCHMARK(BM_HttpPrioritizeFullNodes)->Apply(Sizes)->UseRealTime()->Threads(1)->Threads(2);
 
 }  // namespace
 }  // namespace mgpu::extender

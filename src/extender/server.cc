@@ -85,6 +85,8 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
   s.set_read_timeout(std::chrono::seconds(10));
   s.set_write_timeout(std::chrono::seconds(10));
   s.set_keep_alive_timeout(30);
+  // Replies go out as headers then body: without TCP_NODELAY, Nagle and the client's delayed ACK add ~40 ms.
+  s.set_tcp_nodelay(true);
 
   // Every verb: time it, count it, and turn an unexpected exception into a 500 instead of a dead process.
   const auto verb = [this](const std::string& name,
