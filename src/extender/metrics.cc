@@ -1,5 +1,7 @@
 #include "extender/metrics.h"
 
+#include <algorithm>
+
 #include <sstream>
 
 #include "common/metrics_text.h"
@@ -88,15 +90,48 @@ std::string Metrics::Render(const ClusterView& view) const {
       }
     }
   }
+  double memory = 0, capacity = 0, free_core = 0, stranded_core = 0;
   for (const NodeView* v : nodes) {
     for (const CardState& c : v->state.cards) {
       core += c.usage.core;
       cards += 1;
+      memory += static_cast<double>(c.usage.memory_mib);
+      capacity += static_cast<double>(c.capacity_mib);
+      if (!c.card.healthy || c.usage.exclusive_holders > 0) continue;
+      free_core += c.FreeCore();
+      if (c.usage.holders > 0) stranded_core += c.FreeCore();
     }
   }
+  const auto ratio = [](double part, double whole) { return whole > 0 ? part / whole : 0; };
   out << "# HELP mgpu_extender_cluster_core_allocated_ratio Online core allocated over all cards.\n"
          "# TYPE mgpu_extender_cluster_core_allocated_ratio gauge\n"
-      << "mgpu_extender_cluster_core_allocated_ratio " << (cards > 0 ? core / (100 * cards) : 0) << '\n';
+      << "mgpu_extender_cluster_core_allocated_ratio " << ratio(core, 100 * cards) << '\n'
+      << "# HELP mgpu_extender_cluster_memory_allocated_ratio Card memory allocated over all cards.\n"
+         "# TYPE mgpu_extender_cluster_memory_allocated_ratio gauge\n"
+      << "mgpu_extender_cluster_memory_allocated_ratio " << ratio(memory, capacity) << '\n'
+      << "# HELP mgpu_extender_cluster_fragmentation_ratio Free online core that sits on partly used cards "
+         "(no whole-card pod can use it), over all free online core.\n"
+         "# TYPE mgpu_extender_cluster_fragmentation_ratio gauge\n"
+      << "mgpu_extender_cluster_fragmentation_ratio " << ratio(stranded_core, free_core) << '\n';
+  // The seeds' billing formula: a pod's share of a card is max(core / 100, memory / card memory).
+  out << "# HELP mgpu_extender_pod_gpu_share Cards' worth a pod holds: the sum over its cards of "
+         "max(core/100, memory/card memory).\n"
+         "# TYPE mgpu_extender_pod_gpu_share gauge\n";
+  for (const NodeView* v : nodes) {
+    for (const PlacedPod& p : v->pods) {
+      double share = 0;
+      for (const ContainerAssignment& ca : p.assignment.containers) {
+        for (const CardShare& s : ca.cards) {
+          const CardState* card = v->state.FindCard(s.uuid);
+          const double capacity_mib = card ? static_cast<double>(card->capacity_mib) : 0;
+          share += std::max(std::max(s.core, s.reclaimed_core) / 100.0,
+                            capacity_mib > 0 ? static_cast<double>(s.memory_mib) / capacity_mib : 0);
+        }
+      }
+      out << "mgpu_extender_pod_gpu_share{pod=\"" << EscapeLabelValue(p.key) << "\",node=\""
+          << EscapeLabelValue(v->state.name) << "\"} " << share << '\n';
+    }
+  }
   return out.str();
 }
 
