@@ -35,7 +35,8 @@ void Run(benchmark::State& state, const PodRequest& pod) {
   const NodeState node = EightCardNode(static_cast<int>(state.range(0)));
   Placement placed;
   for (auto _ : state) {
-    double cost = Place(node, pod, nullptr, placed) ? PlacementCost(node, pod, placed, NodePolicy::kBinpack) : 0;
+    double cost =
+        Place(node, pod, nullptr, placed) ? PlacementCost(node, pod, placed, NodePolicy::kBinpack) : 0;
     benchmark::DoNotOptimize(cost);
   }
 }

@@ -18,9 +18,9 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <mutex>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
@@ -647,14 +647,16 @@ void HttpVerb(benchmark::State& state, const char* path, bool prioritize, bool f
     benchmark::DoNotOptimize(res->body.data());
   }
   std::sort(micros.begin(), micros.end());
-  const auto at = [&](double q) { return micros.empty() ? 0 : micros[static_cast<size_t>(q * (micros.size() - 1))]; };
+  const auto at = [&](double q) {
+    return micros.empty() ? 0 : micros[static_cast<size_t>(q * (micros.size() - 1))];
+  };
   state.SetItemsProcessed(state.iterations());
   state.counters["p50_us"] = benchmark::Counter(at(0.5), benchmark::Counter::kAvgThreads);
   state.counters["p99_us"] = benchmark::Counter(at(0.99), benchmark::Counter::kAvgThreads);
   if (state.thread_index() == 0) state.counters["rss_MiB"] = ResidentMiB();
   state.SetLabel(std::to_string(c.nodes) + " nodes x 8 cards, HTTP " + path + ", " +
-                 (full ? "full-Nodes" : "cache (NodeNames)") + ", body " + std::to_string(body.size() / 1024) +
-                 " KiB");
+                 (full ? "full-Nodes" : "cache (NodeNames)") + ", body " +
+                 std::to_string(body.size() / 1024) + " KiB");
 }
 
 void BM_HttpFilterCache(benchmark::State& state) { HttpVerb(state, "/filter", false, false); }

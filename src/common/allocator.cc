@@ -216,8 +216,9 @@ bool Place(const NodeState& node, const PodRequest& pod, const WorkloadModel* wo
       std::iter_swap(fits.begin(), std::min_element(fits.begin(), fits.end(), better));
     } else {
       std::sort(fits.begin(), fits.end(), better);
-      std::sort(fits.begin(), fits.begin() + c.card_count,
-                [](const Placement::Candidate& a, const Placement::Candidate& b) { return a.index < b.index; });
+      std::sort(
+          fits.begin(), fits.begin() + c.card_count,
+          [](const Placement::Candidate& a, const Placement::Candidate& b) { return a.index < b.index; });
     }
     for (int n = 0; n < c.card_count; ++n) {
       out.positions.push_back(fits[n].position);
@@ -312,7 +313,8 @@ double PlacementCostOf(const NodeState& node, const PodRequest& pod, Placement& 
     const CardState& card = node.cards[i];
     const CardUsage& u = placed.usage[i];
     if (!card.card.healthy) continue;
-    used += (Fraction(std::max(u.core, u.reclaimed_core), 100) + Fraction(u.memory_mib, card.capacity_mib)) / 2;
+    used +=
+        (Fraction(std::max(u.core, u.reclaimed_core), 100) + Fraction(u.memory_mib, card.capacity_mib)) / 2;
     ++healthy;
   }
   const double fullness = healthy > 0 ? std::min(1.0, used / healthy) : 0.0;

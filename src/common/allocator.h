@@ -41,7 +41,8 @@ struct Placement {
 // card index. Returns whether the pod fits; `out` says where.
 bool Place(const NodeState& node, const PodRequest& pod, const WorkloadModel* workload, Placement& out);
 
-// Place() as an Assignment, or a sentence a person can act on ("no card can take ...: best card ... has ...").
+// Place() as an Assignment, or a sentence a person can act on ("no card can take ...: best card ... has
+// ...").
 Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod,
                                const WorkloadModel* workload = nullptr);
 

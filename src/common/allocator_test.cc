@@ -125,18 +125,21 @@ TEST(Allocator, FirstPodSetsTheCardsComputePolicyUntilTheCardEmpties) {
   EXPECT_EQ(ChooseAndApply(node, Online("burst", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare)).error,
             "no card can take 30% core and 4096 MiB for container c: 1 card holding another compute policy");
   ASSERT_TRUE(Release(node, Online("fixed", 30, 4096), first.assignment).ok());
-  EXPECT_TRUE(ChooseAndApply(node, Online("burst", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare)).error.empty());
+  EXPECT_TRUE(
+      ChooseAndApply(node, Online("burst", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare)).error.empty());
   EXPECT_EQ(node.cards[0].usage.policy, ComputePolicy::kGuaranteedBurstShare);
 }
 
 TEST(Allocator, NativeBurstOnlineNeverSharesWithOffline) {
   NodeState node = Node("n", 2, 24576);
-  EXPECT_EQ(ChooseAndApply(node, Offline("off", 30, 4096, ComputePolicy::kFixedShare)).cards, std::vector<int>{0});
+  EXPECT_EQ(ChooseAndApply(node, Offline("off", 30, 4096, ComputePolicy::kFixedShare)).cards,
+            std::vector<int>{0});
   // The native-burst pod avoids the offline card.
   EXPECT_EQ(ChooseAndApply(node, Online("native", 30, 4096, 1, ComputePolicy::kNativeBurstShare)).cards,
             std::vector<int>{1});
   // And no offline pod joins the native-burst card, whatever its policy.
-  EXPECT_EQ(ChooseAndApply(node, Offline("off2", 30, 4096, ComputePolicy::kFixedShare)).cards, std::vector<int>{0});
+  EXPECT_EQ(ChooseAndApply(node, Offline("off2", 30, 4096, ComputePolicy::kFixedShare)).cards,
+            std::vector<int>{0});
   EXPECT_EQ(
       ChooseAndApply(node, Offline("off3", 30, 4096, ComputePolicy::kGuaranteedBurstShare)).error,
       "no card can take 30% reclaimed core and 4096 MiB for container c: 2 cards holding another compute "
@@ -240,7 +243,8 @@ TEST(Allocator, DedicatedPodsNeedEmptyCardsAndKeepThemAlone) {
   PodRequest dedicated = Online("ded", 100, 24576);
   dedicated.dedicated = true;
   EXPECT_EQ(ChooseAndApply(node, dedicated).cards, std::vector<int>{1});
-  EXPECT_EQ(ChooseAndApply(node, Offline("off", 10, 1024)).cards, std::vector<int>{0});  // not on the dedicated card
+  EXPECT_EQ(ChooseAndApply(node, Offline("off", 10, 1024)).cards,
+            std::vector<int>{0});  // not on the dedicated card
   PodRequest again = Online("ded2", 100, 1024);
   again.dedicated = true;
   EXPECT_EQ(ChooseAndApply(node, again).error,

@@ -117,10 +117,8 @@ TEST(Fragmentation, NodeCostIsTheGrowthOfFragmentation) {
   exact.cards[0].usage = {50, 0, 0, 1, 0, 0, 0, ComputePolicy::kFixedShare};
   NodeState empty = test::Node("b", 1, 24576);
   PodRequest pod = Online(50);
-  const double on_exact =
-      test::CostOf(exact, pod, NodePolicy::kFragmentation, &w);
-  const double on_empty =
-      test::CostOf(empty, pod, NodePolicy::kFragmentation, &w);
+  const double on_exact = test::CostOf(exact, pod, NodePolicy::kFragmentation, &w);
+  const double on_empty = test::CostOf(empty, pod, NodePolicy::kFragmentation, &w);
   EXPECT_LT(on_exact, on_empty + 1e-9);
   // A 30 % pod on the empty card leaves 70 (usable): on the half card it leaves 20 (lost).
   PodRequest small = Online(30);

@@ -50,7 +50,8 @@ inline PodRequest MustParse(const nlohmann::json& pod, const Config& config = Co
 inline double CostOf(const NodeState& node, const PodRequest& pod, NodePolicy policy,
                      const WorkloadModel* workload = nullptr) {
   Placement placed;
-  EXPECT_TRUE(Place(node, pod, workload, placed)) << "pod " << pod.Key() << " does not fit node " << node.name;
+  EXPECT_TRUE(Place(node, pod, workload, placed))
+      << "pod " << pod.Key() << " does not fit node " << node.name;
   return PlacementCost(node, pod, placed, policy, workload);
 }
 

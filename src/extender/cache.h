@@ -8,11 +8,11 @@
 //    double-book a card; it also applies the ambiguity guard of DESIGN §5.5 (bounded wait).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <array>
 #include <map>
 #include <memory>
 #include <mutex>

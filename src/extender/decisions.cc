@@ -5,7 +5,8 @@
 namespace mgpu::extender {
 namespace {
 
-Decision DecideOne(const NodeView& node, const PodRequest& pod, const WorkloadModel* model, Placement& placed) {
+Decision DecideOne(const NodeView& node, const PodRequest& pod, const WorkloadModel* model,
+                   Placement& placed) {
   if (!Place(node.state, pod, model, placed)) return Decision{};
   return Decision{true, PlacementCost(node.state, pod, placed, pod.node_policy, model)};
 }
@@ -65,7 +66,8 @@ std::vector<Decision> DecisionMemo::Decide(const ClusterView& view, const std::v
     const NodeView* node = nodes[i];
     if (!node) continue;
     Remembered& r = memo[node->slot];
-    if (r.generation != node->generation) r = Remembered{node->generation, DecideOne(*node, pod, model, placed)};
+    if (r.generation != node->generation)
+      r = Remembered{node->generation, DecideOne(*node, pod, model, placed)};
     out[i] = r.decision;
   }
   return out;

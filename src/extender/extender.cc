@@ -132,8 +132,8 @@ std::vector<HostScore> Extender::Prioritize(const ExtenderArgs& args) {
   if (!pod.ok() || !pod->AsksForGpu()) return scores;
   const ModelRef model = Model();
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
-  const std::vector<Decision> decisions = memo_.Decide(*view, UsableNodes(*view, args.node_names), *pod,
-                                                       model.model.get(), model.version);
+  const std::vector<Decision> decisions =
+      memo_.Decide(*view, UsableNodes(*view, args.node_names), *pod, model.model.get(), model.version);
   std::vector<double> costs;
   std::vector<size_t> fitting;
   costs.reserve(args.node_names.size());

@@ -6,8 +6,8 @@
 
 #include <deque>
 #include <functional>
-#include <memory>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -45,7 +45,8 @@ class Extender {
   ModelRef ObserveOnce(const PodRequest& pod);
   ModelRef Model();
   // The nodes of `names` in `view` that can take pods (null for the others).
-  static std::vector<const NodeView*> UsableNodes(const ClusterView& view, const std::vector<std::string>& names);
+  static std::vector<const NodeView*> UsableNodes(const ClusterView& view,
+                                                  const std::vector<std::string>& names);
 
   ClusterCache& cache_;
   kube::Client* client_;

@@ -85,8 +85,8 @@ std::string Metrics::Render(const ClusterView& view) const {
     out << "# HELP " << s.name << ' ' << s.help << "\n# TYPE " << s.name << " gauge\n";
     for (const NodeView* v : nodes) {
       for (const CardState& c : v->state.cards) {
-        out << s.name << "{node=\"" << EscapeLabelValue(v->state.name) << "\",card=\"" << c.card.index << "\",uuid=\""
-            << EscapeLabelValue(c.card.uuid) << "\"} " << s.value(c) << '\n';
+        out << s.name << "{node=\"" << EscapeLabelValue(v->state.name) << "\",card=\"" << c.card.index
+            << "\",uuid=\"" << EscapeLabelValue(c.card.uuid) << "\"} " << s.value(c) << '\n';
       }
     }
   }

@@ -20,7 +20,8 @@ Annotations WorkloadResolver::Resolve(const nlohmann::json& pod) {
   const std::string key = ns + "/" + owner->kind + "/" + owner->name;
   {
     std::lock_guard lock(mu_);
-    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    if (auto it = cache_.find(key); it != cache_.end() && now_() - it->second.fetched < ttl_)
+      return it->second.annotations;
   }
   kube::ApiResult object = client_->GetOwner(ns, OwnerReferenceJson(*owner));
   if (!object.ok()) {
@@ -44,8 +45,11 @@ Annotations WorkloadResolver::Resolve(const nlohmann::json& pod) {
       annotations = std::move(from_deployment);
     }
   }
+  const auto now = now_();
   std::lock_guard lock(mu_);
-  cache_[key] = annotations;
+  if (cache_.size() >= kMaxEntries)
+    std::erase_if(cache_, [&](const auto& entry) { return now - entry.second.fetched >= ttl_; });
+  cache_[key] = Entry{annotations, now};
   return annotations;
 }
 

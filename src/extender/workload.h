@@ -1,7 +1,10 @@
 // The annotations of a pod's controlling workload (DESIGN §3: ReplicaSet → Deployment, StatefulSet, Job),
-// read through the API and kept per workload, so the scheduler's retries of one pod cost one lookup.
+// read through the API and kept per workload for a while (a minute by default), so the scheduler's retries
+// and a Deployment's replicas cost one lookup, and an edited annotation is seen within that time.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -15,14 +18,24 @@ namespace mgpu::extender {
 
 class WorkloadResolver {
  public:
-  explicit WorkloadResolver(kube::Client* client) : client_(client) {}
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+  explicit WorkloadResolver(kube::Client* client, std::chrono::seconds ttl = std::chrono::seconds(60),
+                            Clock now = std::chrono::steady_clock::now)
+      : client_(client), ttl_(ttl), now_(std::move(now)) {}
   // Empty when the pod has no controller or the lookup fails (logged; not remembered, so it is retried).
   Annotations Resolve(const nlohmann::json& pod);
 
  private:
+  static constexpr size_t kMaxEntries = 20000;  // past this, expired entries are dropped
+  struct Entry {
+    Annotations annotations;
+    std::chrono::steady_clock::time_point fetched;
+  };
   kube::Client* client_;
+  const std::chrono::seconds ttl_;
+  const Clock now_;
   std::mutex mu_;
-  std::map<std::string, Annotations> cache_;  // "namespace/Kind/name" of the pod's controller
+  std::map<std::string, Entry> cache_;  // "namespace/Kind/name" of the pod's controller
 };
 
 }  // namespace mgpu::extender

@@ -12,6 +12,7 @@
 #include "extender/daemon.h"
 #include "extender/server.h"
 #include "extender/test_objects.h"
+#include "extender/workload.h"
 #include "support/fake_apiserver.h"
 #include "support/test_certs.h"
 #include "support/test_env.h"
@@ -306,6 +307,57 @@ TEST_F(ExtenderIntegration, ServesTlsWithTheConfiguredCertificate) {
   auto res = client.Get("/healthz");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
+}
+
+}  // namespace
+}  // namespace mgpu::extender
+
+namespace mgpu::extender {
+namespace {
+
+// A Deployment's annotations reach its pods through the ReplicaSet, are read once per workload, and an edit
+// is seen once the remembered copy is older than the TTL.
+TEST(WorkloadResolverTest, ReadsTheDeploymentThroughItsReplicaSetAndRefreshesAfterTheTtl) {
+  FakeApiServer api;
+  ASSERT_TRUE(api.Start().ok());
+  const std::string qos(kQosLevelAnnotation);
+  json deployment = {
+      {"apiVersion", "apps/v1"},
+      {"kind", "Deployment"},
+      {"metadata", {{"name", "web"}, {"namespace", "default"}, {"annotations", {{qos, "shared_cores"}}}}}};
+  ASSERT_TRUE(api.Create("deployments", deployment).ok());
+  const json owner = [](const char* kind, const char* name) {
+    return json::array({{{"apiVersion", "apps/v1"}, {"kind", kind}, {"name", name}, {"controller", true}}});
+  }("Deployment", "web");
+  ASSERT_TRUE(
+      api.Create("replicasets",
+                 {{"apiVersion", "apps/v1"},
+                  {"kind", "ReplicaSet"},
+                  {"metadata", {{"name", "web-1"}, {"namespace", "default"}, {"ownerReferences", owner}}}})
+          .ok());
+  json pod = {{"metadata",
+               {{"name", "web-1-a"},
+                {"namespace", "default"},
+                {"ownerReferences", json::array({{{"apiVersion", "apps/v1"},
+                                                  {"kind", "ReplicaSet"},
+                                                  {"name", "web-1"},
+                                                  {"controller", true}}})}}}};
+  kube::ClusterConfig cluster;
+  cluster.server = api.url();
+  auto client = kube::Client::Create(cluster);
+  ASSERT_TRUE(client.ok()) << client.message();
+  std::chrono::steady_clock::time_point now{};
+  WorkloadResolver resolver(client->get(), std::chrono::seconds(60), [&] { return now; });
+  EXPECT_EQ(resolver.Resolve(pod).at(qos), "shared_cores");
+  ASSERT_TRUE(api.MergePatch("deployments", "default", "web",
+                             {{"metadata", {{"annotations", {{qos, "reclaimed_cores"}}}}}})
+                  .ok());
+  const size_t reads = api.requests().size();
+  now += std::chrono::seconds(59);
+  EXPECT_EQ(resolver.Resolve(pod).at(qos), "shared_cores");  // remembered: no request
+  EXPECT_EQ(api.requests().size(), reads);
+  now += std::chrono::seconds(1);
+  EXPECT_EQ(resolver.Resolve(pod).at(qos), "reclaimed_cores");
 }
 
 }  // namespace
