@@ -30,7 +30,7 @@ Result<std::vector<ManifestPod>> PodsOfManifests(std::string_view yaml_text) {
     if (kind == "Pod") {
       json pod = doc;
       pod["metadata"]["namespace"] = ns;
-      out.push_back({std::move(pod), {}});
+      out.push_back({std::move(pod), {}, nullptr});
       continue;
     }
     if (kind != "Deployment" && kind != "ReplicaSet" && kind != "StatefulSet" && kind != "Job") continue;
@@ -48,7 +48,7 @@ Result<std::vector<ManifestPod>> PodsOfManifests(std::string_view yaml_text) {
       pod["metadata"]["name"] = name + "-" + std::to_string(i);
       pod["metadata"]["namespace"] = ns;
       pod["spec"] = spec["template"].value("spec", json::object());
-      out.push_back({std::move(pod), AnnotationsOf(doc)});
+      out.push_back({std::move(pod), AnnotationsOf(doc), doc});
     }
   }
   return out;

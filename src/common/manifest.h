@@ -17,6 +17,7 @@ namespace mgpu {
 struct ManifestPod {
   nlohmann::json pod;    // a v1.Pod: metadata.{name,namespace,annotations,labels} and spec
   Annotations workload;  // the controlling workload's annotations (empty for a bare Pod)
+  nlohmann::json owner;  // the workload document the pod is made from (null for a bare Pod)
 };
 
 // Every pod the YAML stream's documents stand for; kinds that make no pods are skipped.

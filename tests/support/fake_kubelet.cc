@@ -207,6 +207,13 @@ class FakeKubelet::Impl final : public v1beta1::Registration::Service,
     return out;
   }
 
+  void Release(const std::string& ns, const std::string& pod) {
+    std::lock_guard lock(mu_);
+    std::erase_if(allocated_, [&](const auto& entry) {
+      return std::get<0>(entry.first) == ns && std::get<1>(entry.first) == pod;
+    });
+  }
+
   std::vector<Registration> Registrations() const {
     std::lock_guard lock(mu_);
     return registrations_;
@@ -293,6 +300,9 @@ FakeKubelet::~FakeKubelet() = default;
 Status FakeKubelet::Start() { return impl_->Start(); }
 void FakeKubelet::Stop() { impl_->Stop(); }
 Status FakeKubelet::Restart() { return impl_->Restart(); }
+void FakeKubelet::Release(const std::string& pod_namespace, const std::string& pod) {
+  impl_->Release(pod_namespace, pod);
+}
 std::vector<FakeKubelet::Registration> FakeKubelet::Registrations() const { return impl_->Registrations(); }
 bool FakeKubelet::WaitForRegistrations(size_t total, std::chrono::milliseconds timeout) const {
   return impl_->WaitForRegistrations(total, timeout);

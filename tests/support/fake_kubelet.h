@@ -77,6 +77,10 @@ class FakeKubelet {
                           const std::string& container, const std::map<std::string, int64_t>& resources,
                           std::mt19937& rng);
 
+  // Frees every device of a pod, as the kubelet does once the pod is gone: PodResources stops listing it and
+  // the devices become available again.
+  void Release(const std::string& pod_namespace, const std::string& pod);
+
   class Impl;
 
  private:
