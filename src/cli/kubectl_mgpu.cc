@@ -1,6 +1,5 @@
 #include "cli/kubectl_mgpu.h"
 
-#include <algorithm>
 #include <map>
 #include <ostream>
 #include <set>
@@ -11,6 +10,7 @@
 #include "common/daemon.h"
 #include "common/kube/client.h"
 #include "common/kube/kubeconfig.h"
+#include "common/text_table.h"
 #include "extender/server.h"
 #include "extender/workload.h"
 
@@ -132,10 +132,6 @@ int64_t DetectMemoryUnit(const json& nodes, const std::string& inventory_key, in
   return fallback;
 }
 
-std::string Pad(const std::string& text, size_t width) {
-  return text + std::string(width > text.size() ? width - text.size() : 0, ' ');
-}
-
 std::string Fraction(int64_t used, int64_t total) {
   return std::to_string(used) + "/" + std::to_string(total);
 }
@@ -166,17 +162,7 @@ std::string NodesTable(const extender::ClusterView& view) {
                       Fraction(card.usage.memory_mib, card.capacity_mib), pods.empty() ? "-" : pods});
     }
   }
-  std::vector<size_t> widths(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) line += c + 1 < row.size() ? Pad(row[c], widths[c] + 2) : row[c];
-    out += line + "\n";
-  }
-  return out;
+  return FormatTable(rows);
 }
 
 int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

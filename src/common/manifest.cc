@@ -1,5 +1,6 @@
 #include "common/manifest.h"
 
+#include "common/codec.h"
 #include "common/yaml_json.h"
 
 namespace mgpu {
@@ -52,6 +53,23 @@ Result<std::vector<ManifestPod>> PodsOfManifests(std::string_view yaml_text) {
     }
   }
   return out;
+}
+
+Result<std::vector<SampleNode>> SampleNodesOf(std::string_view yaml_text) {
+  auto docs = YamlDocumentsToJson(yaml_text);
+  if (!docs.ok()) return docs.error();
+  std::vector<SampleNode> nodes;
+  for (const json& doc : *docs) {
+    if (!doc.is_array()) return Error{"expected a list of nodes"};
+    for (const json& n : doc) {
+      if (!n.is_object() || !n.contains("name") || !n["name"].is_string() || !n.contains("inventory"))
+        return Error{"every node needs a name and an inventory"};
+      auto inventory = DecodeInventory(n["inventory"].dump());
+      if (!inventory.ok()) return Error{"node " + n["name"].get<std::string>() + ": " + inventory.message()};
+      nodes.push_back({n["name"].get<std::string>(), std::move(*inventory)});
+    }
+  }
+  return nodes;
 }
 
 }  // namespace mgpu
