@@ -165,6 +165,7 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
     m.String("metricsAddress", p.metrics_address);
     m.Int("podResourcesPollMs", p.pod_resources_poll_ms, 10, 600000);
     m.Int("pendingPodWaitMs", p.pending_pod_wait_ms, 0, 600000);
+    m.Int("nodeHeartbeatSeconds", p.node_heartbeat_seconds, 1, 86400);
   });
   r.Map("extender", [&](MapReader& m) {
     auto& e = c.extender;

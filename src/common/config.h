@@ -48,6 +48,7 @@ struct DevicePluginConfig {
   std::string metrics_address = "0.0.0.0:9400";
   int pod_resources_poll_ms = 1000;
   int pending_pod_wait_ms = 5000;  // bounded wait for the pod a kubelet call belongs to
+  int node_heartbeat_seconds = 60;  // how often the node's inventory annotation is refreshed
 };
 
 struct ExtenderConfig {

@@ -39,6 +39,7 @@ devicePlugin:
   metricsAddress: 127.0.0.1:9999
   podResourcesPollMs: 200
   pendingPodWaitMs: 100
+  nodeHeartbeatSeconds: 30
 extender:
   listenAddress: 127.0.0.1:8888
   assignmentTTLSeconds: 60
@@ -69,6 +70,7 @@ extender:
   EXPECT_EQ(c->device_plugin.static_inventory_file, "/etc/mgpu/cards.yaml");
   EXPECT_EQ(c->device_plugin.pod_resources_poll_ms, 200);
   EXPECT_EQ(c->device_plugin.pending_pod_wait_ms, 100);
+  EXPECT_EQ(c->device_plugin.node_heartbeat_seconds, 30);
   EXPECT_EQ(c->extender.listen_address, "127.0.0.1:8888");
   EXPECT_EQ(c->extender.assignment_ttl_seconds, 60);
   EXPECT_EQ(c->extender.bind_wait_ms, 250);
@@ -136,6 +138,7 @@ TEST(Config, TheDocumentedExampleLoadsAndMatchesTheDefaults) {
   EXPECT_EQ(c->isolation.hami_library_path, d.isolation.hami_library_path);
   EXPECT_EQ(c->device_plugin.pod_resources_socket, d.device_plugin.pod_resources_socket);
   EXPECT_EQ(c->device_plugin.pending_pod_wait_ms, d.device_plugin.pending_pod_wait_ms);
+  EXPECT_EQ(c->device_plugin.node_heartbeat_seconds, d.device_plugin.node_heartbeat_seconds);
   EXPECT_EQ(c->extender.max_body_bytes, d.extender.max_body_bytes);
   EXPECT_EQ(c->extender.bind_wait_ms, d.extender.bind_wait_ms);
   EXPECT_EQ(c->extender.lease_name, d.extender.lease_name);

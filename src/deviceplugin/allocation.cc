@@ -63,21 +63,6 @@ Result<std::map<std::string, CardDevices>> GroupByCard(Resource resource, const 
   return out;
 }
 
-// Devices of `resource` that a share of a card stands for; -1 when the share is not a whole number of them.
-int64_t DevicesOf(const CardShare& share, Resource resource, const Config& config) {
-  switch (resource) {
-    case Resource::kCore:
-      return share.core;
-    case Resource::kReclaimedCore:
-      return share.reclaimed_core;
-    case Resource::kMemory: {
-      const int64_t unit = UnitOf(resource, config);
-      return share.memory_mib % unit == 0 ? share.memory_mib / unit : -1;
-    }
-  }
-  return -1;
-}
-
 // `count` IDs on one card: must_include first, then the lowest free ordinals. Empty when too few.
 std::vector<std::string> Take(const CardDevices& d, Resource resource, int64_t count) {
   std::vector<std::string> out;
@@ -235,6 +220,7 @@ Result<Preference> ChoosePreferred(Resource resource, const PreferredRequest& re
       if (a.candidate->assume_time_ns != b.candidate->assume_time_ns)
         return a.candidate->assume_time_ns < b.candidate->assume_time_ns;
       if (a.candidate->pod != b.candidate->pod) return a.candidate->pod < b.candidate->pod;
+      if (a.candidate->order != b.candidate->order) return a.candidate->order < b.candidate->order;
       return a.candidate->container < b.candidate->container;
     });
     return Preference{std::move(best->ids), best->candidate->pod, best->candidate->container};

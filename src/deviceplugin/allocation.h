@@ -21,6 +21,8 @@ struct PendingContainer {
   std::string container;
   std::vector<CardShare> cards;  // the container's part of the pod's assignment
   int64_t assume_time_ns = 0;    // D/gpu-assume-time
+  std::string pod_uid{};
+  int order = 0;  // the container's place in the pod (init containers first), the order the kubelet admits in
 };
 
 // One ContainerPreferredAllocationRequest.
@@ -40,9 +42,10 @@ struct Preference {
 // Step 2 of DESIGN §5. Candidates fit when their request for `resource` equals `size` devices and each of
 // their assigned cards has that many of the kubelet's available IDs (must_include IDs on those cards). Among
 // fitting ones, prefer one whose assigned cards are `just_allocated` (the cards another resource of the
-// container being admitted was just given), then the oldest assume time. With none, the shared allocator
-// chooses from the available IDs alone (trying `just_allocated` first so core and memory share a card).
-// Answers IDs on the chosen cards, must_include first, then the lowest ordinals.
+// container being admitted was just given), then the oldest assume time, then the pod and the container's
+// place in it. With none, the shared allocator chooses from the available IDs alone (trying `just_allocated`
+// first so core and memory share a card). Answers IDs on the chosen cards, must_include first, then the
+// lowest ordinals.
 Result<Preference> ChoosePreferred(Resource resource, const PreferredRequest& request,
                                    const std::vector<PendingContainer>& candidates,
                                    const std::vector<std::string>& just_allocated,

@@ -91,4 +91,22 @@ int64_t UnitOf(Resource resource, const Config& config) {
   return resource == Resource::kMemory ? std::max<int64_t>(1, config.memory_unit_mib) : 1;
 }
 
+int64_t DevicesOf(const CardShare& share, Resource resource, const Config& config) {
+  switch (resource) {
+    case Resource::kCore:
+      return share.core;
+    case Resource::kReclaimedCore:
+      return share.reclaimed_core;
+    case Resource::kMemory: {
+      const int64_t unit = UnitOf(resource, config);
+      return share.memory_mib % unit == 0 ? share.memory_mib / unit : -1;
+    }
+  }
+  return -1;
+}
+
+int64_t DevicesOf(const ContainerRequest& request, Resource resource, const Config& config) {
+  return DevicesOf(CardShare{"", request.core, request.reclaimed_core, request.memory_mib}, resource, config);
+}
+
 }  // namespace mgpu::dp

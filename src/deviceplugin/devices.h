@@ -43,4 +43,10 @@ int64_t DevicesPerCard(const Card& card, Resource resource, const Config& config
 // How many resource units one device stands for in MiB (memory) or percent (cores).
 int64_t UnitOf(Resource resource, const Config& config);
 
+// Devices of `resource` that a container's share of one card stands for; -1 when the share is not a whole
+// number of them.
+int64_t DevicesOf(const CardShare& share, Resource resource, const Config& config);
+// Devices of `resource` a container asks for in all, over all its cards (its memory is whole units already).
+int64_t DevicesOf(const ContainerRequest& request, Resource resource, const Config& config);
+
 }  // namespace mgpu::dp

@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <optional>
 
 #include "deviceplugin/device_list.h"
 #include "deviceplugin/environment.h"
@@ -22,6 +24,8 @@ namespace {
 constexpr const char* kKubeletSocket = "kubelet.sock";
 constexpr auto kRegisterTimeout = std::chrono::seconds(10);
 constexpr auto kRegisterRetry = std::chrono::seconds(5);
+// Preferences remembered per resource until their Allocate (the kubelet admits one container at a time).
+constexpr size_t kMaxMatches = 64;
 // How often a ListAndWatch stream notices its kubelet has gone.
 constexpr auto kStreamCheck = std::chrono::milliseconds(500);
 constexpr auto kShutdownGrace = std::chrono::seconds(2);
@@ -44,13 +48,12 @@ std::vector<std::string> Uuids(const std::vector<Card>& cards) {
 
 class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
  public:
-  Service(Resource resource, const Config& config, DeviceState& state, const CandidateSource& candidates,
-          Counters& counts)
+  Service(Resource resource, const Config& config, DeviceState& state, PendingPods* pods, Counters& counts)
       : resource_(resource),
         name_(FullName(resource, config.Names())),
         config_(config),
         state_(state),
-        candidates_(candidates),
+        pods_(pods),
         counts_(counts) {}
 
   void Stop() {
@@ -93,16 +96,27 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
       r.available.assign(c.available_deviceids().begin(), c.available_deviceids().end());
       r.must_include.assign(c.must_include_deviceids().begin(), c.must_include_deviceids().end());
       r.size = c.allocation_size();
-      const auto candidates = candidates_ ? candidates_(resource_) : std::vector<PendingContainer>();
+      const auto candidates = pods_ ? pods_->Candidates(resource_, r.size) : std::vector<PendingContainer>();
       const auto just = state_.TakeJustAllocated(resource_, DeviceState::Clock::now());
       auto preference = ChoosePreferred(resource_, r, candidates, just, cards, config_);
       if (!preference.ok()) {
         counts_.preferred_errors++;
         spdlog::error("resource={} size={} GetPreferredAllocation failed: {}", name_, r.size,
                       preference.message());
+        if (pods_) {
+          pods_->Refused(resource_, nullptr,
+                         "GetPreferredAllocation of " + std::to_string(r.size) + " " + name_ +
+                             " devices failed: " + preference.message());
+        }
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, preference.message());
       }
-      if (!preference->pod.empty()) counts_.preferred_matched++;
+      if (!preference->pod.empty()) {
+        counts_.preferred_matched++;
+        for (const PendingContainer& candidate : candidates) {
+          if (candidate.pod == preference->pod && candidate.container == preference->container)
+            RememberMatch(preference->device_ids, candidate);
+        }
+      }
       spdlog::info("resource={} size={} pod={} container={} preferred {} devices", name_, r.size,
                    preference->pod.empty() ? "(none: allocator's choice)" : preference->pod,
                    preference->container, preference->device_ids.size());
@@ -118,12 +132,19 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
     for (const auto& c : request->container_requests()) {
       counts_.allocate++;
       const std::vector<std::string> ids(c.devices_ids().begin(), c.devices_ids().end());
+      const std::optional<PendingContainer> matched = TakeMatch(ids);
       auto allocation = ReadAllocation(resource_, ids, cards, config_);
       if (!allocation.ok()) {
         counts_.allocate_errors++;
-        spdlog::error("resource={} Allocate refused: {}", name_, allocation.message());
+        spdlog::error("resource={} pod={} Allocate refused: {}", name_, matched ? matched->pod : "(unknown)",
+                      allocation.message());
+        if (pods_) {
+          pods_->Refused(resource_, matched ? &*matched : nullptr,
+                         "Allocate of " + name_ + " failed: " + allocation.message());
+        }
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, allocation.message());
       }
+      if (pods_ && matched) pods_->Allocated(resource_, *matched);
       const auto env = BuildEnvironment(*allocation, config_.isolation, config_.default_compute_policy);
       auto* out = response->add_container_responses();
       for (const auto& [k, v] : env.envs) (*out->mutable_envs())[k] = v;
@@ -145,7 +166,9 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
             "schedule GPU pods through the mgpu scheduler extender",
             name_, joined);
       }
-      spdlog::info("resource={} card={} amount_per_card={} allocated", name_, joined, allocation->per_card);
+      spdlog::info("resource={} pod={} container={} card={} amount_per_card={} allocated", name_,
+                   matched ? matched->pod : "(unknown)", matched ? matched->container : "", joined,
+                   allocation->per_card);
     }
     return grpc::Status::OK;
   }
@@ -156,17 +179,44 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
   }
 
  private:
+  // A preference answered from a pending container, until the kubelet's Allocate takes its IDs.
+  struct Match {
+    std::vector<std::string> ids;  // sorted
+    PendingContainer container;
+  };
+
+  void RememberMatch(std::vector<std::string> ids, const PendingContainer& container) {
+    std::sort(ids.begin(), ids.end());
+    std::lock_guard lock(matches_mu_);
+    matches_.push_back(Match{std::move(ids), container});
+    if (matches_.size() > kMaxMatches) matches_.pop_front();
+  }
+
+  std::optional<PendingContainer> TakeMatch(std::vector<std::string> ids) {
+    std::sort(ids.begin(), ids.end());
+    std::lock_guard lock(matches_mu_);
+    for (auto it = matches_.rbegin(); it != matches_.rend(); ++it) {
+      if (it->ids != ids) continue;
+      PendingContainer out = std::move(it->container);
+      matches_.erase(std::next(it).base());
+      return out;
+    }
+    return std::nullopt;
+  }
+
   const Resource resource_;
   const std::string name_;
   const Config& config_;
   DeviceState& state_;
-  const CandidateSource& candidates_;
+  PendingPods* const pods_;
   Counters& counts_;
   std::atomic<bool> stopping_{false};
+  std::mutex matches_mu_;
+  std::deque<Match> matches_;
 };
 
-DevicePlugin::DevicePlugin(Config config, DeviceState& state, CandidateSource candidates)
-    : config_(std::move(config)), state_(state), candidates_(std::move(candidates)) {}
+DevicePlugin::DevicePlugin(Config config, DeviceState& state, PendingPods* pods)
+    : config_(std::move(config)), state_(state), pods_(pods) {}
 
 DevicePlugin::~DevicePlugin() { Stop(); }
 
@@ -224,7 +274,7 @@ Status DevicePlugin::StartServers() {
     const std::string path = SocketPath(r);
     std::error_code ec;
     std::filesystem::remove(path, ec);  // a stale socket from an earlier run blocks bind
-    auto service = std::make_unique<Service>(r, config_, state_, candidates_, counts_[Slot(r)]);
+    auto service = std::make_unique<Service>(r, config_, state_, pods_, counts_[Slot(r)]);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
     builder.RegisterService(service.get());

@@ -6,7 +6,6 @@
 
 #include <array>
 #include <atomic>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,9 +23,19 @@ class Server;
 
 namespace mgpu::dp {
 
-// Containers bound to this node with an assignment that have not been allocated `resource` yet (DESIGN §5
-// step 2). Called from GetPreferredAllocation; may block for a bounded time.
-using CandidateSource = std::function<std::vector<PendingContainer>(Resource resource)>;
+// The API-server side of the hand-off (DESIGN §5) as the resource servers use it. Called from the gRPC
+// threads, concurrently.
+class PendingPods {
+ public:
+  virtual ~PendingPods() = default;
+  // Containers bound to this node with an assignment that have not been allocated `resource` yet (step 2),
+  // for a kubelet asking `size` devices. May block for a bounded time while no pod here asks that many.
+  virtual std::vector<PendingContainer> Candidates(Resource resource, int64_t size) = 0;
+  // The kubelet's Allocate took the IDs that GetPreferredAllocation matched to `container`.
+  virtual void Allocated(Resource resource, const PendingContainer& container) = 0;
+  // A GetPreferredAllocation or Allocate was refused; `container` is the one it concerned, when known.
+  virtual void Refused(Resource resource, const PendingContainer* container, const std::string& message) = 0;
+};
 
 // Calls served per resource, for /metrics.
 struct CallCounts {
@@ -40,8 +49,8 @@ struct CallCounts {
 
 class DevicePlugin {
  public:
-  // `candidates` may be empty: then every preference comes from the shared allocator.
-  DevicePlugin(Config config, DeviceState& state, CandidateSource candidates = {});
+  // `pods` may be null: then every preference comes from the shared allocator. It must outlive Stop().
+  DevicePlugin(Config config, DeviceState& state, PendingPods* pods = nullptr);
   ~DevicePlugin();
   DevicePlugin(const DevicePlugin&) = delete;
   DevicePlugin& operator=(const DevicePlugin&) = delete;
@@ -73,7 +82,7 @@ class DevicePlugin {
 
   Config config_;
   DeviceState& state_;
-  CandidateSource candidates_;
+  PendingPods* pods_;
   std::mutex servers_mu_;  // serialises starting and stopping the servers
   std::vector<std::unique_ptr<Service>> services_;
   std::vector<std::unique_ptr<grpc::Server>> servers_;

@@ -89,6 +89,12 @@ bool PodResourcesPoller::HasAnswer() const {
   return answered_;
 }
 
+bool PodResourcesPoller::WaitForAnswer(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mu_);
+  wake_.wait_for(lock, timeout, [&] { return answered_ || stopping_; });
+  return answered_;
+}
+
 void PodResourcesPoller::Run() {
   const std::string& socket = config_.device_plugin.pod_resources_socket;
   auto stub = v1::PodResourcesLister::NewStub(
@@ -108,8 +114,14 @@ void PodResourcesPoller::Run() {
     auto pods = status.ok() ? ReadAllocatedPods(response, config_) : AllocatedPods();
     lock.lock();
     if (status.ok()) {
-      latest_ = std::move(pods);
+      latest_ = pods;
       answered_ = true;
+      wake_.notify_all();
+      if (on_answer_) {
+        lock.unlock();
+        on_answer_(pods);
+        lock.lock();
+      }
     }
     wake_.wait_for(lock, period, [&] { return stopping_; });
   }

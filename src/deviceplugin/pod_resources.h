@@ -3,7 +3,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -24,21 +26,27 @@ AllocatedPods ReadAllocatedPods(const v1::ListPodResourcesResponse& response, co
 // Sums the allocations per card.
 std::map<std::string, CardShare> UsageByCard(const AllocatedPods& pods);
 
+// Lists every devicePlugin.podResourcesPollMs (well inside the kubelet's rate limit) on one thread.
 class PodResourcesPoller {
  public:
-  explicit PodResourcesPoller(const Config& config) : config_(config) {}
+  // `on_answer` (may be empty) runs on the poller's thread after every answer.
+  explicit PodResourcesPoller(const Config& config, std::function<void(const AllocatedPods&)> on_answer = {})
+      : config_(config), on_answer_(std::move(on_answer)) {}
   ~PodResourcesPoller() { Stop(); }
   void Start();
   void Stop();
   AllocatedPods Latest() const;
   bool HasAnswer() const;
+  // Waits until the kubelet has answered once (or `timeout` passes, or Stop); returns HasAnswer().
+  bool WaitForAnswer(std::chrono::milliseconds timeout) const;
 
  private:
   void Run();
 
   const Config& config_;
+  const std::function<void(const AllocatedPods&)> on_answer_;
   mutable std::mutex mu_;
-  std::condition_variable wake_;
+  mutable std::condition_variable wake_;  // on Stop and on every answer
   bool stopping_ = false;
   bool answered_ = false;
   AllocatedPods latest_;

@@ -46,11 +46,11 @@ class PluginTest : public ::testing::Test {
     std::filesystem::remove_all(root_);
   }
 
-  // Plugin over `cards`; `candidates` as the API-server side would feed it.
-  Status StartPlugin(std::vector<Card> cards = TwoCards(), CandidateSource candidates = {}) {
+  // Plugin over `cards`; `pods` as the API-server side would feed it.
+  Status StartPlugin(std::vector<Card> cards = TwoCards(), PendingPods* pods = nullptr) {
     backend_ = std::make_unique<StaticBackend>(cards);
     state_ = std::make_unique<DeviceState>(cards);
-    plugin_ = std::make_unique<DevicePlugin>(config_, *state_, std::move(candidates));
+    plugin_ = std::make_unique<DevicePlugin>(config_, *state_, pods);
     health_ = std::make_unique<HealthWatcher>(*backend_, *state_);
     health_->Start();
     return plugin_->Start();
@@ -184,11 +184,24 @@ TEST_F(PluginTest, OfflineContainersGetReclaimedCoreAndTheirQos) {
   EXPECT_TRUE(offline->env_conflicts.empty());
 }
 
+// One pending container, always: the API-server side reduced to what the servers ask of it.
+class OnePendingContainer : public PendingPods {
+ public:
+  explicit OnePendingContainer(PendingContainer c) : container_(std::move(c)) {}
+  std::vector<PendingContainer> Candidates(Resource, int64_t) override { return {container_}; }
+  void Allocated(Resource r, const PendingContainer& c) override { allocated.push_back({r, c.pod}); }
+  void Refused(Resource, const PendingContainer*, const std::string&) override {}
+  std::vector<std::pair<Resource, std::string>> allocated;
+
+ private:
+  const PendingContainer container_;
+};
+
 TEST_F(PluginTest, PendingPodsAssignmentDecidesTheCards) {
   ASSERT_TRUE(kubelet_->Start().ok());
   // The extender put this container on card 1, where the allocator alone would choose card 0.
-  const PendingContainer pending{"ns/assigned", "main", {CardShare{"GPU-bbbb", 20, 0, 2048}}, 1};
-  ASSERT_TRUE(StartPlugin(TwoCards(), [&](Resource) { return std::vector<PendingContainer>{pending}; }).ok());
+  OnePendingContainer pods({"ns/assigned", "main", {CardShare{"GPU-bbbb", 20, 0, 2048}}, 1});
+  ASSERT_TRUE(StartPlugin(TwoCards(), &pods).ok());
   ASSERT_TRUE(kubelet_->WaitForRegistrations(3, kWait));
   ExpectListsOf(200, 16);
   std::mt19937 rng(1);
@@ -198,6 +211,9 @@ TEST_F(PluginTest, PendingPodsAssignmentDecidesTheCards) {
   EXPECT_EQ(a->envs["MGPU_VISIBLE_CARDS"], "GPU-bbbb");
   EXPECT_EQ(plugin_->Counts(Resource::kCore).preferred_matched, 1u);
   EXPECT_EQ(plugin_->Counts(Resource::kMemory).preferred_matched, 1u);
+  // Each Allocate is reported against the container its preference was matched to.
+  EXPECT_EQ(pods.allocated.size(), 2u);
+  for (const auto& [resource, pod] : pods.allocated) EXPECT_EQ(pod, "ns/assigned");
 }
 
 class IsolationTest : public PluginTest, public ::testing::WithParamInterface<IsolationBackend> {};

@@ -115,6 +115,7 @@ class FakeKubelet::Impl final : public v1beta1::Registration::Service,
   grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
                     v1::ListPodResourcesResponse* response) override {
     std::lock_guard lock(mu_);
+    ++pod_resources_lists_;
     std::map<std::pair<std::string, std::string>, v1::PodResources*> pods;
     for (const auto& [key, ids] : allocated_) {
       const auto& [ns, pod, container, resource] = key;
@@ -242,6 +243,11 @@ class FakeKubelet::Impl final : public v1beta1::Registration::Service,
     return it == lists_.end() ? 0 : it->second.bytes;
   }
 
+  size_t PodResourcesLists() const {
+    std::lock_guard lock(mu_);
+    return pod_resources_lists_;
+  }
+
   bool WaitForLists(const std::string& resource,
                     const std::function<bool(const std::map<std::string, std::string>&)>& done,
                     std::chrono::milliseconds timeout) const {
@@ -290,6 +296,7 @@ class FakeKubelet::Impl final : public v1beta1::Registration::Service,
   std::vector<Registration> registrations_;
   std::map<std::string, Endpoint> endpoints_;
   std::map<std::string, ReceivedList> lists_;
+  size_t pod_resources_lists_ = 0;
   std::map<std::tuple<std::string, std::string, std::string, std::string>, std::vector<std::string>>
       allocated_;
 };
@@ -316,6 +323,7 @@ size_t FakeKubelet::ListsReceived(const std::string& resource) const {
 size_t FakeKubelet::LastListBytes(const std::string& resource) const {
   return impl_->LastListBytes(resource);
 }
+size_t FakeKubelet::PodResourcesLists() const { return impl_->PodResourcesLists(); }
 bool FakeKubelet::WaitForLists(const std::string& resource,
                                const std::function<bool(const std::map<std::string, std::string>&)>& done,
                                std::chrono::milliseconds timeout) const {

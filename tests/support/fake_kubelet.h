@@ -66,6 +66,8 @@ class FakeKubelet {
   size_t ListsReceived(const std::string& resource) const;
   // Serialized size of the latest ListAndWatchResponse of `resource`.
   size_t LastListBytes(const std::string& resource) const;
+  // PodResources List calls answered so far (to wait for a plugin's next polls).
+  size_t PodResourcesLists() const;
   bool WaitForLists(const std::string& resource,
                     const std::function<bool(const std::map<std::string, std::string>&)>& done,
                     std::chrono::milliseconds timeout) const;

@@ -1,0 +1,175 @@
+#include "deviceplugin/node_pods.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "common/codec.h"
+#include "common/kube/client.h"
+#include "common/request.h"
+
+namespace mgpu::dp {
+namespace {
+
+using nlohmann::json;
+
+const json* At(const json& object, const char* key) {
+  if (!object.is_object()) return nullptr;
+  auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+std::string StringAt(const json& object, const char* key) {
+  const json* v = At(object, key);
+  return v && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+// Containers with a containerID, or running or terminated: the kubelet admitted them long ago.
+std::set<std::string> StartedContainers(const json& pod) {
+  std::set<std::string> out;
+  const json* status = At(pod, "status");
+  for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
+    const json* statuses = status ? At(*status, list) : nullptr;
+    if (!statuses || !statuses->is_array()) continue;
+    for (const json& s : *statuses) {
+      const json* state = At(s, "state");
+      const bool ran = state && (At(*state, "running") || At(*state, "terminated"));
+      if (!StringAt(s, "containerID").empty() || ran) out.insert(StringAt(s, "name"));
+    }
+  }
+  return out;
+}
+
+// The container holds some device of `resource` in the kubelet's answer.
+bool Holds(const Assignment* pod, const std::string& container, Resource resource, const Config& config) {
+  const ContainerAssignment* c = pod ? pod->Find(container) : nullptr;
+  if (!c) return false;
+  return std::any_of(c->cards.begin(), c->cards.end(),
+                     [&](const CardShare& s) { return DevicesOf(s, resource, config) > 0; });
+}
+
+// Devices of `resource` over a container's assigned cards; -1 when a share is not whole devices.
+int64_t AssignedDevices(const ContainerAssignment& c, Resource resource, const Config& config) {
+  int64_t total = 0;
+  for (const CardShare& s : c.cards) {
+    const int64_t n = DevicesOf(s, resource, config);
+    if (n < 0) return -1;
+    total += n;
+  }
+  return total;
+}
+
+}  // namespace
+
+NodePod ReadNodePod(const json& pod, const Config& config) {
+  const ResourceNames names = config.Names();
+  NodePod out;
+  out.key = kube::MetadataString(pod, "namespace") + "/" + kube::MetadataString(pod, "name");
+  out.uid = kube::MetadataString(pod, "uid");
+  out.resource_version = kube::MetadataString(pod, "resourceVersion");
+  const json* status = At(pod, "status");
+  const std::string phase = status ? StringAt(*status, "phase") : "";
+  const bool deleting = !kube::MetadataString(pod, "deletionTimestamp").empty();
+  out.active = phase != "Succeeded" && phase != "Failed" && !deleting;
+  out.started = StartedContainers(pod);
+
+  Result<PodRequest> request = ParsePodRequest(pod, config);
+  if (request.ok()) {
+    out.containers = std::move(request->containers);
+  } else {
+    out.problems.push_back(request.message());
+  }
+  const Annotations annotations = AnnotationsOf(pod);
+  const auto read = [&](const std::string& name, std::optional<Assignment>& into) {
+    auto it = annotations.find(name);
+    if (it == annotations.end()) return;
+    Result<Assignment> a = DecodeAssignment(it->second);
+    if (a.ok()) {
+      into = std::move(*a);
+    } else {
+      out.problems.push_back("pod " + out.key + " has an unreadable " + name + ": " + a.message());
+    }
+  };
+  read(names.gpu_assignment, out.assignment);
+  read(names.gpu_allocated, out.allocated);
+  if (auto it = annotations.find(names.gpu_assume_time); it != annotations.end()) {
+    Result<int64_t> t = DecodeAssumeTime(it->second);
+    if (t.ok()) {
+      out.assume_time_ns = *t;
+    } else {
+      out.problems.push_back("pod " + out.key + " has an unreadable " + names.gpu_assume_time + ": " +
+                             t.message());
+    }
+  }
+  return out;
+}
+
+Pending FindPending(const std::vector<NodePod>& pods, Resource resource, int64_t size,
+                    const AllocatedPods& allocated, const std::set<HandedOut>& handed_out,
+                    const Config& config) {
+  Pending out;
+  for (const NodePod& pod : pods) {
+    if (!pod.active) continue;
+    auto held = allocated.find(pod.key);
+    const Assignment* truth = held == allocated.end() ? nullptr : &held->second;
+    const auto waits = [&](const std::string& container) {
+      return !pod.started.count(container) && !Holds(truth, container, resource, config) &&
+             !handed_out.count(HandedOut{pod.uid, container, resource});
+    };
+    // The container's place in the pod's spec, else in the assignment.
+    const auto order = [&](const std::string& container, int fallback) {
+      if (!pod.containers) return fallback;
+      auto it = std::find_if(pod.containers->begin(), pod.containers->end(),
+                             [&](const ContainerRequest& c) { return c.name == container; });
+      return it == pod.containers->end() ? fallback : static_cast<int>(it - pod.containers->begin());
+    };
+    if (pod.assignment) {
+      const auto& containers = pod.assignment->containers;
+      for (size_t i = 0; i < containers.size(); ++i) {
+        const ContainerAssignment& c = containers[i];
+        const int64_t devices = AssignedDevices(c, resource, config);
+        if (devices <= 0 || !waits(c.container)) continue;
+        out.candidates.push_back(PendingContainer{pod.key, c.container, c.cards, pod.assume_time_ns, pod.uid,
+                                                  order(c.container, static_cast<int>(i))});
+        out.explained |= devices == size;
+      }
+    } else if (pod.containers) {
+      for (const ContainerRequest& c : *pod.containers)
+        out.explained |= DevicesOf(c, resource, config) == size && waits(c.name);
+    }
+  }
+  return out;
+}
+
+bool AllocationComplete(const NodePod& pod, const Assignment& truth) {
+  if (truth.containers.empty()) return false;
+  if (!pod.containers) return true;
+  for (const ContainerRequest& c : *pod.containers) {
+    if (c.init) continue;
+    const ContainerAssignment* held = truth.Find(c.name);
+    if (!held) return false;
+    CardShare total;
+    for (const CardShare& s : held->cards) {
+      total.core += s.core;
+      total.reclaimed_core += s.reclaimed_core;
+      total.memory_mib += s.memory_mib;
+    }
+    if (total.core != c.core || total.reclaimed_core != c.reclaimed_core || total.memory_mib != c.memory_mib)
+      return false;
+  }
+  return true;
+}
+
+Assignment Normalized(Assignment assignment) {
+  auto& containers = assignment.containers;
+  for (ContainerAssignment& c : containers) {
+    std::sort(c.cards.begin(), c.cards.end(),
+              [](const CardShare& a, const CardShare& b) { return a.uuid < b.uuid; });
+  }
+  std::sort(
+      containers.begin(), containers.end(),
+      [](const ContainerAssignment& a, const ContainerAssignment& b) { return a.container < b.container; });
+  return assignment;
+}
+
+}  // namespace mgpu::dp

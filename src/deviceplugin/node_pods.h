@@ -1,0 +1,69 @@
+// The pods bound to this node as the plugin reads them (DESIGN §5 steps 2 and 4): which containers still
+// wait for a resource the extender assigned them, and whether the kubelet has handed a pod everything it
+// asks for. Pure functions over pods parsed once at the edge; the API-server plumbing is pod_tracker.h.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/config.h"
+#include "common/model.h"
+#include "deviceplugin/allocation.h"
+#include "deviceplugin/devices.h"
+#include "deviceplugin/pod_resources.h"
+
+namespace mgpu::dp {
+
+struct NodePod {
+  std::string key;  // namespace/name
+  std::string uid;
+  std::string resource_version;
+  bool active = false;  // neither finished nor being deleted
+  // The GPU containers (init containers first, in spec order) when the pod's request parses. Annotations of
+  // the pod's workload are not read: the totals do not depend on them.
+  std::optional<std::vector<ContainerRequest>> containers{};
+  std::optional<Assignment> assignment{};  // D/gpu-assignment, when present and readable
+  int64_t assume_time_ns = 0;              // D/gpu-assume-time; 0 when absent
+  std::optional<Assignment> allocated{};   // D/gpu-allocated as last written
+  std::set<std::string> started{};         // containers the kubelet has created: admitted long ago
+  std::vector<std::string> problems{};     // annotations or requests that could not be read, one each
+};
+
+NodePod ReadNodePod(const nlohmann::json& pod, const Config& config);
+
+// A resource this plugin handed to a container that the kubelet's PodResources may not show yet.
+struct HandedOut {
+  std::string pod_uid;
+  std::string container;
+  Resource resource = Resource::kCore;
+  auto operator<=>(const HandedOut&) const = default;
+};
+
+struct Pending {
+  std::vector<PendingContainer> candidates;  // containers with an assignment still waiting for the resource
+  // Some container here waits for exactly the asked number of devices: a candidate, or a container of a pod
+  // scheduled without the extender (no assignment), which the shared allocator places.
+  bool explained = false;
+};
+
+// The containers of active `pods` that were assigned `resource` and have not been allocated it: not in
+// the kubelet's `allocated` answer, not in `handed_out`, not started.
+Pending FindPending(const std::vector<NodePod>& pods, Resource resource, int64_t size,
+                    const AllocatedPods& allocated, const std::set<HandedOut>& handed_out,
+                    const Config& config);
+
+// Whether `truth` (the pod's devices in PodResources) holds every mgpu resource each of the pod's GPU
+// containers asks for. Init containers are not listed by PodResources and are not required. A pod whose
+// request does not parse is taken as the kubelet shows it.
+bool AllocationComplete(const NodePod& pod, const Assignment& truth);
+
+// Containers by name, each one's cards by uuid: one form to compare and to write.
+Assignment Normalized(Assignment assignment);
+
+}  // namespace mgpu::dp

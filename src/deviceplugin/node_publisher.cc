@@ -1,0 +1,104 @@
+#include "deviceplugin/node_publisher.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+
+#include "common/codec.h"
+
+namespace mgpu::dp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// How soon a failed patch is tried again.
+constexpr auto kRetry = std::chrono::seconds(2);
+constexpr size_t kMaxLabelValue = 63;
+
+bool Alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+
+}  // namespace
+
+std::string LabelValue(std::string_view text) {
+  std::string out;
+  for (char c : text) out.push_back(Alnum(c) || c == '-' || c == '_' || c == '.' ? c : '-');
+  if (out.size() > kMaxLabelValue) out.resize(kMaxLabelValue);
+  const auto first = std::find_if(out.begin(), out.end(), Alnum);
+  const auto last = std::find_if(out.rbegin(), out.rend(), Alnum).base();
+  return first < last ? std::string(first, last) : std::string();
+}
+
+kube::MetadataPatch NodeMetadata(const std::vector<Card>& cards, const Config& config,
+                                 const std::string& version, int64_t heartbeat_unix_s) {
+  const ResourceNames names = config.Names();
+  NodeInventory inventory;
+  inventory.cards = cards;
+  std::sort(inventory.cards.begin(), inventory.cards.end(),
+            [](const Card& a, const Card& b) { return a.index < b.index; });
+  inventory.memory_unit_mib = config.memory_unit_mib;
+  inventory.isolation = config.isolation.backend;
+  inventory.version = version;
+  inventory.heartbeat = heartbeat_unix_s;
+  kube::MetadataPatch patch;
+  patch.annotations[names.gpu_inventory] = EncodeInventory(inventory);
+  patch.labels[names.label_count] = std::to_string(cards.size());
+  if (inventory.cards.empty()) {
+    patch.labels[names.label_product] = std::nullopt;
+    patch.labels[names.label_memory] = std::nullopt;
+  } else {
+    patch.labels[names.label_product] = LabelValue(inventory.cards.front().model);
+    patch.labels[names.label_memory] = std::to_string(inventory.cards.front().memory_mib);
+  }
+  return patch;
+}
+
+NodePublisher::NodePublisher(const Config& config, std::string node, kube::Client& client,
+                             const DeviceState& state, std::string version)
+    : config_(config), node_(std::move(node)), client_(client), state_(state), version_(std::move(version)) {}
+
+NodePublisher::~NodePublisher() { Stop(); }
+
+void NodePublisher::Start() {
+  stopping_ = false;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void NodePublisher::Stop() {
+  stopping_ = true;
+  state_.Wake();
+  if (thread_.joinable()) thread_.join();
+}
+
+void NodePublisher::Run() {
+  const auto heartbeat = std::chrono::seconds(config_.device_plugin.node_heartbeat_seconds);
+  uint64_t seen = state_.Generation() - 1;  // anything but the current one: publish at once
+  auto due = Clock::now();
+  bool failing = false;
+  while (true) {
+    const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::max(due - Clock::now(), Clock::duration()));
+    auto [generation, cards] = state_.WaitForChange(seen, timeout, [this] { return stopping_.load(); });
+    if (stopping_) return;
+    if (generation == seen && Clock::now() < due) continue;
+    seen = generation;
+    const int64_t now_s =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    kube::ApiResult result = client_.PatchNodeMetadata(node_, NodeMetadata(cards, config_, version_, now_s));
+    if (result.ok()) {
+      if (failing || published_ == 0) {
+        spdlog::info("node={} published {} cards in {}", node_, cards.size(), config_.Names().gpu_inventory);
+      }
+      failing = false;
+      published_++;
+      due = Clock::now() + heartbeat;
+    } else {
+      if (!failing) spdlog::warn("node={} cannot publish the GPU inventory: {}", node_, result.message());
+      failing = true;
+      due = Clock::now() + std::min<Clock::duration>(kRetry, heartbeat);
+    }
+  }
+}
+
+}  // namespace mgpu::dp

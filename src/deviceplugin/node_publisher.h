@@ -1,0 +1,56 @@
+// What the plugin publishes on its Node (DESIGN §7): the D/gpu-inventory annotation (the codec of
+// common/codec.h, with a heartbeat) and the D/gpu.product, D/gpu.count and D/gpu.memory labels for
+// nodeSelector. A NodePublisher patches them at start, on every health change and every
+// devicePlugin.nodeHeartbeatSeconds, on one thread; a failed patch is retried within seconds.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "common/config.h"
+#include "common/kube/client.h"
+#include "common/model.h"
+#include "deviceplugin/device_state.h"
+
+namespace mgpu::dp {
+
+// `text` as a Kubernetes label value: characters other than letters, digits, '-', '_' and '.' become '-',
+// at most 63 characters, beginning and ending with a letter or digit ("NVIDIA A10" -> "NVIDIA-A10").
+std::string LabelValue(std::string_view text);
+
+// The annotation and labels for `cards`. The labels describe the card with the lowest index.
+kube::MetadataPatch NodeMetadata(const std::vector<Card>& cards, const Config& config,
+                                 const std::string& version, int64_t heartbeat_unix_s);
+
+class NodePublisher {
+ public:
+  NodePublisher(const Config& config, std::string node, kube::Client& client, const DeviceState& state,
+                std::string version);
+  ~NodePublisher();
+  NodePublisher(const NodePublisher&) = delete;
+  NodePublisher& operator=(const NodePublisher&) = delete;
+
+  void Start();
+  // Returns at once; idempotent.
+  void Stop();
+  // Successful patches so far.
+  uint64_t published() const { return published_; }
+
+ private:
+  void Run();
+
+  const Config& config_;
+  const std::string node_;
+  kube::Client& client_;
+  const DeviceState& state_;
+  const std::string version_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> published_{0};
+  std::thread thread_;
+};
+
+}  // namespace mgpu::dp

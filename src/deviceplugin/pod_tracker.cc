@@ -1,0 +1,262 @@
+#include "deviceplugin/pod_tracker.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/codec.h"
+
+namespace mgpu::dp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr const char* kComponent = "mgpu-device-plugin";
+// How often Candidates() re-lists while the pod the kubelet admits is not in sight.
+constexpr auto kRelistInterval = std::chrono::milliseconds(100);
+
+std::string Join(const std::vector<std::string>& parts, const char* separator) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : separator) + p;
+  return out;
+}
+
+// "GPU-a (mgpu-core 20, mgpu-memory 2048 MiB), GPU-b (...)".
+std::string Describe(const std::vector<CardShare>& cards) {
+  std::vector<std::string> parts;
+  for (const CardShare& s : cards) {
+    std::vector<std::string> amounts;
+    if (s.core) amounts.push_back("mgpu-core " + std::to_string(s.core));
+    if (s.reclaimed_core) amounts.push_back("reclaimed-mgpu-core " + std::to_string(s.reclaimed_core));
+    if (s.memory_mib) amounts.push_back("mgpu-memory " + std::to_string(s.memory_mib) + " MiB");
+    parts.push_back(s.uuid + " (" + Join(amounts, ", ") + ")");
+  }
+  return Join(parts, ", ");
+}
+
+std::vector<std::string> Uuids(const std::vector<CardShare>& cards) {
+  std::vector<std::string> out;
+  for (const CardShare& s : cards) out.push_back(s.uuid);
+  return out;
+}
+
+// The object an Event names: kind and apiVersion set (list items lack them).
+kube::Json Involved(kube::Json object, const char* kind) {
+  object["kind"] = kind;
+  object["apiVersion"] = "v1";
+  return object;
+}
+
+kube::Json PodRef(const std::string& key, const std::string& uid) {
+  const size_t slash = key.find('/');
+  return {{"kind", "Pod"},
+          {"apiVersion", "v1"},
+          {"metadata", {{"namespace", key.substr(0, slash)}, {"name", key.substr(slash + 1)}, {"uid", uid}}}};
+}
+
+}  // namespace
+
+PodTracker::PodTracker(const Config& config, std::string node, kube::Client& client,
+                       const PodResourcesPoller& pod_resources)
+    : config_(config), node_(std::move(node)), client_(client), pod_resources_(pod_resources) {}
+
+PodTracker::~PodTracker() { Stop(); }
+
+void PodTracker::Start() {
+  kube::InformerOptions options{.resource = kube::kPods,
+                                .selectors = {.field_selector = "spec.nodeName=" + node_}};
+  informer_ = std::make_unique<kube::Informer>(
+      client_, std::move(options),
+      kube::InformerHandlers{[this](const kube::Json& pod) { Upsert(pod); },
+                             [this](const kube::Json&, const kube::Json& pod) { Upsert(pod); },
+                             [this](const kube::Json& pod) { Remove(pod); }});
+  informer_->Start();
+}
+
+void PodTracker::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    for (kube::CancelToken* token : relists_) token->Cancel();
+  }
+  changed_.notify_all();
+  if (informer_) informer_->Stop();
+}
+
+bool PodTracker::Synced() const { return informer_ && informer_->HasSynced(); }
+
+void PodTracker::Upsert(const kube::Json& object) {
+  NodePod pod = ReadNodePod(object, config_);
+  {
+    std::lock_guard lock(mu_);
+    auto& tracked = pods_[pod.key];
+    if (pod.problems != tracked.pod.problems) {
+      for (const std::string& p : pod.problems) spdlog::warn("node={} pod={} {}", node_, pod.key, p);
+    }
+    tracked = Tracked{std::move(pod), Involved(object, "Pod")};
+    ++changes_;
+  }
+  changed_.notify_all();
+}
+
+void PodTracker::Remove(const kube::Json& object) {
+  const std::string key =
+      kube::MetadataString(object, "namespace") + "/" + kube::MetadataString(object, "name");
+  const std::string uid = kube::MetadataString(object, "uid");
+  std::lock_guard lock(mu_);
+  pods_.erase(key);
+  written_.erase(uid);
+  std::erase_if(handed_out_, [&](const HandedOut& h) { return h.pod_uid == uid; });
+}
+
+Pending PodTracker::FindLocked(const std::vector<NodePod>& pods, Resource resource, int64_t size) const {
+  return FindPending(pods, resource, size, pod_resources_.Latest(), handed_out_, config_);
+}
+
+std::vector<PendingContainer> PodTracker::Candidates(Resource resource, int64_t size) {
+  const auto wait = std::chrono::milliseconds(config_.device_plugin.pending_pod_wait_ms);
+  const auto deadline = Clock::now() + wait;
+  if (!pod_resources_.WaitForAnswer(wait)) {
+    spdlog::warn(
+        "node={} the kubelet's PodResources has not answered yet: containers allocated before this "
+        "plugin started may look pending",
+        node_);
+  }
+  Pending pending;
+  {
+    std::lock_guard lock(mu_);
+    std::vector<NodePod> pods;
+    for (const auto& [key, tracked] : pods_) pods.push_back(tracked.pod);
+    pending = FindLocked(pods, resource, size);
+  }
+  if (pending.explained || wait.count() == 0) return pending.candidates;
+  // The kubelet may have seen the binding before this watch: read the node's pods from the API server.
+  const std::string name = FullName(resource, config_.Names());
+  int relists = 0;
+  while (true) {
+    if (std::optional<std::vector<NodePod>> listed = Relist()) {
+      ++relists;
+      std::lock_guard lock(mu_);
+      pending = FindLocked(*listed, resource, size);
+      if (pending.explained) break;
+    }
+    std::unique_lock lock(mu_);
+    const uint64_t seen = changes_;
+    changed_.wait_until(lock, std::min(deadline, Clock::now() + kRelistInterval),
+                        [&] { return stopping_ || changes_ != seen; });
+    if (stopping_ || Clock::now() >= deadline) {
+      spdlog::info(
+          "node={} resource={} size={} no pod bound here waits for that many devices ({} re-lists "
+          "in {} ms): the shared allocator chooses",
+          node_, name, size, relists, wait.count());
+      break;
+    }
+  }
+  return pending.candidates;
+}
+
+std::optional<std::vector<NodePod>> PodTracker::Relist() {
+  kube::CancelToken cancel;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return std::nullopt;
+    relists_.insert(&cancel);
+  }
+  kube::ApiResult list =
+      client_.List(kube::kPods, "", kube::ListOptions{.field_selector = "spec.nodeName=" + node_}, &cancel);
+  {
+    std::lock_guard lock(mu_);
+    relists_.erase(&cancel);
+  }
+  if (!list.ok()) {
+    spdlog::warn("node={} cannot re-list the pods bound here: {}", node_, list.message());
+    return std::nullopt;
+  }
+  std::vector<NodePod> out;
+  if (auto items = list->find("items"); items != list->end() && items->is_array()) {
+    for (const kube::Json& item : *items) out.push_back(ReadNodePod(item, config_));
+  }
+  return out;
+}
+
+void PodTracker::Allocated(Resource resource, const PendingContainer& container) {
+  std::lock_guard lock(mu_);
+  handed_out_.insert(HandedOut{container.pod_uid, container.container, resource});
+}
+
+void PodTracker::Refused(Resource, const PendingContainer* container, const std::string& message) {
+  if (!container) {
+    kube::ApiResult node = client_.GetNode(node_);
+    const kube::Json involved =
+        node.ok() ? Involved(*node, "Node") : kube::Json{{"kind", "Node"}, {"metadata", {{"name", node_}}}};
+    RecordEvent(involved, "Warning", "GPUAllocationFailed", message);
+    return;
+  }
+  kube::Json involved = PodRef(container->pod, container->pod_uid);
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = pods_.find(container->pod); it != pods_.end()) involved = it->second.object;
+  }
+  RecordEvent(involved, "Warning", "GPUAllocationFailed",
+              "container " + container->container + ": " + message);
+}
+
+void PodTracker::Reconcile(const AllocatedPods& truth) {
+  const std::string& annotation = config_.Names().gpu_allocated;
+  for (const auto& [key, held] : truth) {
+    Tracked tracked;
+    Assignment allocated = Normalized(held);
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      auto it = pods_.find(key);
+      if (it == pods_.end() || !it->second.pod.active) continue;
+      const NodePod& pod = it->second.pod;
+      if (!AllocationComplete(pod, allocated)) continue;
+      if (pod.allocated && Normalized(*pod.allocated) == allocated) {
+        written_.erase(pod.uid);
+        continue;
+      }
+      auto w = written_.find(pod.uid);
+      if (w != written_.end() && w->second.allocated == allocated &&
+          w->second.seen_version == pod.resource_version)
+        continue;  // written; the watch has not shown it yet
+      tracked = it->second;
+    }
+    const NodePod& pod = tracked.pod;
+    kube::MetadataPatch patch;
+    patch.annotations[annotation] = EncodeAssignment(allocated);
+    kube::ApiResult result = client_.PatchPodMetadata(kube::MetadataString(tracked.object, "namespace"),
+                                                      kube::MetadataString(tracked.object, "name"), patch);
+    if (!result.ok()) {
+      spdlog::warn("node={} pod={} cannot write {}: {}", node_, key, annotation, result.message());
+      continue;
+    }
+    {
+      std::lock_guard lock(mu_);
+      written_[pod.uid] = Written{allocated, pod.resource_version};
+    }
+    for (const ContainerAssignment& c : allocated.containers) {
+      spdlog::info("node={} pod={} container={} card={} allocated", node_, key, c.container,
+                   Join(Uuids(c.cards), ","));
+      RecordEvent(tracked.object, "Normal", "GPUAllocated",
+                  "allocated cards " + Describe(c.cards) + " to container " + c.container);
+      const ContainerAssignment* assigned = pod.assignment ? pod.assignment->Find(c.container) : nullptr;
+      if (assigned && Normalized(Assignment{{*assigned}}).containers.front() != c) {
+        RecordEvent(tracked.object, "Warning", "GPUAllocationDiffers",
+                    "container " + c.container + " holds cards " + Describe(c.cards) +
+                        " instead of its assignment " + Describe(assigned->cards));
+      }
+    }
+  }
+}
+
+void PodTracker::RecordEvent(const kube::Json& involved, const char* type, const char* reason,
+                             const std::string& message) {
+  kube::ApiResult result = client_.RecordEvent(involved, type, reason, message, kComponent);
+  if (!result.ok()) {
+    spdlog::warn("node={} cannot record the {} event \"{}\": {}", node_, reason, message, result.message());
+  }
+}
+
+}  // namespace mgpu::dp

@@ -1,0 +1,87 @@
+// The pods bound to this node, kept by an informer (field selector spec.nodeName=<node>), for both ends of
+// the hand-off (DESIGN §5): the candidates GetPreferredAllocation matches (step 2), and D/gpu-allocated
+// written from the kubelet's PodResources (step 4). Contract:
+//  - Candidates() answers from the informer's copy. When no container there waits for the asked number of
+//    devices, it re-lists the node's pods from the API server until one does or pendingPodWaitMs passes
+//    (the kubelet may see a binding before this watch does). It first waits, within the same bound, for the
+//    kubelet's first PodResources answer, so that a restarted plugin offers no allocated container again.
+//  - Reconcile() writes D/gpu-allocated on a pod once the kubelet holds everything its GPU containers ask
+//    for, only when that differs from what the pod carries, and records a GPUAllocated Event per container.
+//  - Refusals become Warning Events on the pod, or on the node when the pod is unknown.
+//  - Thread-safe. Stop() interrupts waits and re-lists at once and stops the informer.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/kube/client.h"
+#include "common/kube/informer.h"
+#include "deviceplugin/node_pods.h"
+#include "deviceplugin/plugin.h"
+#include "deviceplugin/pod_resources.h"
+
+namespace mgpu::dp {
+
+class PodTracker final : public PendingPods {
+ public:
+  PodTracker(const Config& config, std::string node, kube::Client& client,
+             const PodResourcesPoller& pod_resources);
+  ~PodTracker() override;
+  PodTracker(const PodTracker&) = delete;
+  PodTracker& operator=(const PodTracker&) = delete;
+
+  void Start();
+  void Stop();
+  bool Synced() const;
+
+  std::vector<PendingContainer> Candidates(Resource resource, int64_t size) override;
+  void Allocated(Resource resource, const PendingContainer& container) override;
+  void Refused(Resource resource, const PendingContainer* container, const std::string& message) override;
+
+  // Step 4 for one PodResources answer.
+  void Reconcile(const AllocatedPods& truth);
+
+ private:
+  struct Tracked {
+    NodePod pod;
+    kube::Json object;  // as the informer last saw it, for Events
+  };
+  // What Reconcile wrote on a pod, until the informer shows the write.
+  struct Written {
+    Assignment allocated;
+    std::string seen_version;  // the pod's resourceVersion when it was written
+  };
+
+  void Upsert(const kube::Json& object);
+  void Remove(const kube::Json& object);
+  Pending FindLocked(const std::vector<NodePod>& pods, Resource resource, int64_t size) const;
+  // The node's pods straight from the API server; nullopt when the list failed or Stop interrupted it.
+  std::optional<std::vector<NodePod>> Relist();
+  void RecordEvent(const kube::Json& involved, const char* type, const char* reason,
+                   const std::string& message);
+
+  const Config& config_;
+  const std::string node_;
+  kube::Client& client_;
+  const PodResourcesPoller& pod_resources_;
+  std::unique_ptr<kube::Informer> informer_;
+
+  mutable std::mutex mu_;
+  std::condition_variable changed_;  // a pod changed, or Stop
+  bool stopping_ = false;
+  uint64_t changes_ = 0;                 // pods the watch added or changed
+  std::map<std::string, Tracked> pods_;  // by namespace/name
+  std::set<HandedOut> handed_out_;
+  std::map<std::string, Written> written_;  // by pod uid
+  std::set<kube::CancelToken*> relists_;    // in flight, cancelled by Stop
+};
+
+}  // namespace mgpu::dp
