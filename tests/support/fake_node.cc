@@ -131,13 +131,13 @@ AdmittedPod FakeNode::Admit(const Json& pod) {
       const Json& resources = container.value("resources", Json::object());
       std::map<std::string, int64_t> asked;
       for (const std::string& resource : managed_) {
-        const Json* amount = nullptr;
-        for (const char* kind : {"limits", "requests"}) {
-          const Json& values = resources.value(kind, Json::object());
-          if (!amount && values.contains(resource)) amount = &values[resource];
+        Json amount;  // requests default to limits
+        for (const char* kind : {"requests", "limits"}) {
+          const Json values = resources.value(kind, Json::object());
+          if (values.contains(resource)) amount = values[resource];
         }
-        if (!amount) continue;
-        Result<int64_t> n = ParseWholeQuantityJson(*amount);
+        if (amount.is_null()) continue;
+        Result<int64_t> n = ParseWholeQuantityJson(amount);
         if (!n.ok()) {
           out.error = "container " + container_name + ": " + resource + ": " + n.message();
           break;

@@ -164,8 +164,11 @@ std::map<std::string, SchedulingOutcome> SchedulerDriver::SchedulePending() {
       const std::string phase = pod.value("status", json::object()).value("phase", "Pending");
       if (spec.value("nodeName", "").empty() && phase == "Pending") pending.push_back(pod);
     }
-    std::stable_sort(pending.begin(), pending.end(), [](const json& a, const json& b) {
-      return kube::MetadataString(a, "creationTimestamp") < kube::MetadataString(b, "creationTimestamp");
+    // kube-scheduler's queue is first come, first served: by the version the API server gave each pod (a pod
+    // reported unschedulable was updated, so it goes to the back).
+    std::sort(pending.begin(), pending.end(), [](const json& a, const json& b) {
+      return std::stoll("0" + kube::MetadataString(a, "resourceVersion")) <
+             std::stoll("0" + kube::MetadataString(b, "resourceVersion"));
     });
     bool progress = false, retry = false;
     for (const json& pod : pending) {

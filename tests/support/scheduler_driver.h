@@ -34,9 +34,9 @@ class SchedulerDriver {
   // One scheduling cycle of `pod` (as the API server holds it) over the schedulable nodes.
   SchedulingOutcome Schedule(const nlohmann::json& pod);
 
-  // Schedules every pod waiting for a node (no spec.nodeName, phase Pending), oldest first, in rounds: while
-  // a round binds something, or (a few rounds at most) while an extender or bind error is to be retried, as
-  // kube-scheduler retries it. Returns the last outcome of each pod, by "namespace/name".
+  // Schedules every pod waiting for a node (no spec.nodeName, phase Pending), first come first served, in
+  // rounds: while a round binds something, or (a few rounds at most) while an extender or bind error is to be
+  // retried, as kube-scheduler retries it. Returns the last outcome of each pod, by "namespace/name".
   std::map<std::string, SchedulingOutcome> SchedulePending();
 
  private:
