@@ -135,6 +135,15 @@ Status LocalCluster::StartPlugin(NodeParts& node) {
   if (!ready)
     return Error{"node " + node.spec.name +
                  ": the device plugin did not register, sync and publish its inventory"};
+  // The kubelet admits nothing before it has the devices (nor would kube-scheduler place pods on a node whose
+  // allocatable has none).
+  const ResourceNames names = options_.config.Names();
+  const auto has_devices = [](const std::map<std::string, std::string>& devices) { return !devices.empty(); };
+  for (const std::string& resource : {names.core, names.memory, names.reclaimed_core}) {
+    if (!node.kubelet->kubelet().WaitForLists(resource, has_devices, kStartTimeout))
+      return Error{"node " + node.spec.name + ": the kubelet got no " + resource +
+                   " devices from the plugin"};
+  }
   return Status::Ok();
 }
 
@@ -157,9 +166,9 @@ Status LocalCluster::StartExtender() {
       kStartTimeout);
   if (!ready) return Error{"the extender did not become ready with every node in its cache"};
   const ResourceNames names = config.Names();
+  extender_url_ = "http://127.0.0.1:" + std::to_string(extender_->port());
   scheduler_ = std::make_unique<SchedulerDriver>(
-      *client_, "http://127.0.0.1:" + std::to_string(extender_->port()),
-      std::vector<std::string>{names.core, names.memory, names.reclaimed_core});
+      *client_, extender_url_, std::vector<std::string>{names.core, names.memory, names.reclaimed_core});
   return Status::Ok();
 }
 

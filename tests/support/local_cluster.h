@@ -58,6 +58,8 @@ class LocalCluster {
   const std::vector<LocalNode>& nodes() const { return options_.nodes; }
   // A kubeconfig file for the API server (for kubectl-mgpu and kubectl).
   const std::string& kubeconfig_path() const { return kubeconfig_path_; }
+  // The extender's urlPrefix ("http://127.0.0.1:<port>"); it changes when the extender restarts.
+  const std::string& extender_url() const { return extender_url_; }
 
   // Creates the workloads of a YAML stream and their pods (support/workloads.h); the pods' keys.
   Result<std::vector<std::string>> Submit(std::string_view yaml_text);
@@ -91,6 +93,7 @@ class LocalCluster {
   FakeApiServer api_;
   std::unique_ptr<kube::Client> client_;
   std::string kubeconfig_path_;
+  std::string extender_url_;
   std::unique_ptr<extender::Daemon> extender_;
   std::unique_ptr<SchedulerDriver> scheduler_;
   std::vector<std::unique_ptr<NodeParts>> nodes_;
