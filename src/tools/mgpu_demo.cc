@@ -176,7 +176,7 @@ int Run(int argc, char** argv) {
   } else {
     std::cout << "\nThe cluster keeps running until Ctrl-C. In another shell:\n"
               << "  export KUBECONFIG=" << cluster.kubeconfig_path() << " PATH=" << cli_dir << ":$PATH\n"
-              << "  kubectl mgpu nodes        # or kubectl-mgpu nodes -o json, without kubectl\n";
+              << "  kubectl mgpu nodes        # or kubectl-mgpu nodes -o json, without kubectl" << std::endl;
     signals->Wait();
   }
   cluster.Stop();
