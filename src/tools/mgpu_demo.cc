@@ -9,10 +9,8 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,6 +18,7 @@
 #include "common/codec.h"
 #include "common/config.h"
 #include "common/daemon.h"
+#include "common/file.h"
 #include "common/manifest.h"
 #include "common/text_table.h"
 #include "support/local_cluster.h"
@@ -32,14 +31,6 @@ using nlohmann::json;
 
 constexpr char kUsage[] =
     "usage: mgpu-demo --nodes FILE --workloads FILE [--config FILE] [--keep-running] [--verbose]\n";
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error{"cannot read " + path};
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::string Annotation(const json& object, const std::string& key) {
   const Annotations annotations = AnnotationsOf(object);

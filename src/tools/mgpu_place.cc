@@ -2,26 +2,17 @@
 // prioritize and bind would, and prints where every pod lands. No cluster needed.
 //   mgpu-place --nodes deploy/examples/nodes.yaml --pods deploy/examples/online-offline.yaml [--config F]
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/allocator.h"
 #include "common/config.h"
+#include "common/file.h"
 #include "common/manifest.h"
 
 namespace mgpu {
 namespace {
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error{"cannot read " + path};
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 Result<std::vector<NodeState>> LoadNodes(const std::string& path, const Config& config) {
   auto text = ReadFile(path);

@@ -10,13 +10,13 @@
 #include <httplib.h>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include "common/config.h"
+#include "common/file.h"
 #include "common/manifest.h"
 #include "common/yaml_json.h"
 #include "deviceplugin/devices.h"
@@ -31,11 +31,10 @@ using nlohmann::json;
 
 const fs::path kDeploy = fs::path(MGPU_SOURCE_DIR) / "deploy";
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+std::string ReadText(const std::string& path) {
+  Result<std::string> text = mgpu::ReadFile(path);
+  EXPECT_TRUE(text.ok()) << text.message();
+  return text.ok() ? *text : "";
 }
 
 std::string Relative(const fs::path& path) { return fs::relative(path, kDeploy).string(); }
@@ -71,7 +70,7 @@ class Deploy : public ::testing::Test {
     }
     std::sort(files.begin(), files.end());
     for (const fs::path& path : files) {
-      const std::string text = ReadFile(path);
+      const std::string text = ReadText(path);
       Result<std::vector<json>> docs = YamlDocumentsToJson(text);
       ASSERT_TRUE(docs.ok()) << Relative(path) << ": " << docs.message();
       ASSERT_FALSE(docs->empty()) << Relative(path) << " is empty";
@@ -302,7 +301,7 @@ TEST_F(Deploy, EveryDaemonHasADebian12Dockerfile) {
   std::set<std::string> built;
   for (const auto& entry : fs::directory_iterator(kDeploy / "docker")) {
     if (entry.path().extension() != ".Dockerfile") continue;
-    std::istringstream in(ReadFile(entry.path()));
+    std::istringstream in(ReadText(entry.path()));
     std::string last_from;
     for (std::string line; std::getline(in, line);) {
       if (line.rfind("FROM ", 0) == 0) last_from = line;

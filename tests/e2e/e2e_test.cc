@@ -7,12 +7,12 @@
 #include <httplib.h>
 
 #include <algorithm>
-#include <fstream>
 #include <random>
 #include <sstream>
 
 #include "cli/kubectl_mgpu.h"
 #include "common/codec.h"
+#include "common/file.h"
 #include "common/manifest.h"
 #include "support/local_cluster.h"
 #include "support/test_env.h"
@@ -22,12 +22,10 @@ namespace {
 
 using nlohmann::json;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in) << "cannot read " << path;
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+std::string ReadText(const std::string& path) {
+  Result<std::string> text = mgpu::ReadFile(path);
+  EXPECT_TRUE(text.ok()) << text.message();
+  return text.ok() ? *text : "";
 }
 
 const std::string kExamples = std::string(MGPU_SOURCE_DIR) + "/deploy/examples/";
@@ -61,7 +59,7 @@ class EndToEnd : public ::testing::Test {
   void StartDemoCluster() {
     Result<Config> config = LoadConfigFile(kExamples + "demo-config.yaml");
     ASSERT_TRUE(config.ok()) << config.message();
-    Result<std::vector<SampleNode>> samples = SampleNodesOf(ReadFile(kExamples + "nodes.yaml"));
+    Result<std::vector<SampleNode>> samples = SampleNodesOf(ReadText(kExamples + "nodes.yaml"));
     ASSERT_TRUE(samples.ok()) << samples.message();
     std::vector<LocalNode> nodes;
     for (const SampleNode& s : *samples) nodes.push_back({s.name, s.inventory.cards});
@@ -129,7 +127,7 @@ class EndToEnd : public ::testing::Test {
 // fit nowhere or break a rule.
 TEST_F(EndToEnd, SeedScenariosOfTheDemo) {
   StartDemoCluster();
-  Result<std::vector<std::string>> pods = cluster_->Submit(ReadFile(kExamples + "workloads.yaml"));
+  Result<std::vector<std::string>> pods = cluster_->Submit(ReadText(kExamples + "workloads.yaml"));
   ASSERT_TRUE(pods.ok()) << pods.message();
   const std::map<std::string, SchedulingOutcome> outcomes = cluster_->SchedulePending();
   ExpectConsistent();
@@ -172,7 +170,7 @@ TEST_F(EndToEnd, VolcengineExamplesRunUnchanged) {
   Start(config, {{"vke-a10", Cards("7a10c0de", 2, "NVIDIA A10", 24576)}});
   std::vector<std::string> keys;
   for (const char* file : {"online-offline.yaml", "emr-style.yaml", "bad-requests.yaml"}) {
-    Result<std::vector<std::string>> pods = cluster_->Submit(ReadFile(kSeeds + file));
+    Result<std::vector<std::string>> pods = cluster_->Submit(ReadText(kSeeds + file));
     ASSERT_TRUE(pods.ok()) << file << ": " << pods.message();
     keys.insert(keys.end(), pods->begin(), pods->end());
   }

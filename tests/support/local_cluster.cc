@@ -310,28 +310,28 @@ Status LocalCluster::CheckConsistency() const {
   return Status::Ok();
 }
 
-Status LocalCluster::RestartPlugin(const std::string& node) {
+Status LocalCluster::RestartOnNode(const std::string& node,
+                                   const std::function<Status(NodeParts&)>& restart) {
   NodeParts* parts = Find(node);
   if (!parts) return Error{"no node " + node};
   auto hold = parts->kubelet->HoldAdmissions();
   const size_t registrations = parts->kubelet->kubelet().Registrations().size();
-  parts->plugin->Stop();
-  parts->plugin.reset();
-  if (Status s = StartPlugin(*parts); !s.ok()) return s;
+  if (Status s = restart(*parts); !s.ok()) return s;
   if (!parts->kubelet->kubelet().WaitForRegistrations(registrations + kResources, kStartTimeout))
-    return Error{"node " + node + ": the restarted plugin did not register its resources again"};
+    return Error{"node " + node + ": the plugin did not register its resources with the kubelet again"};
   return Status::Ok();
 }
 
+Status LocalCluster::RestartPlugin(const std::string& node) {
+  return RestartOnNode(node, [this](NodeParts& parts) {
+    parts.plugin->Stop();
+    parts.plugin.reset();
+    return StartPlugin(parts);
+  });
+}
+
 Status LocalCluster::RestartKubelet(const std::string& node) {
-  NodeParts* parts = Find(node);
-  if (!parts) return Error{"no node " + node};
-  auto hold = parts->kubelet->HoldAdmissions();
-  const size_t registrations = parts->kubelet->kubelet().Registrations().size();
-  if (Status s = parts->kubelet->kubelet().Restart(); !s.ok()) return s;
-  if (!parts->kubelet->kubelet().WaitForRegistrations(registrations + kResources, kStartTimeout))
-    return Error{"node " + node + ": the plugin did not register again after the kubelet restarted"};
-  return Status::Ok();
+  return RestartOnNode(node, [](NodeParts& parts) { return parts.kubelet->kubelet().Restart(); });
 }
 
 Status LocalCluster::RestartExtender() {

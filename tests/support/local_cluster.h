@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -88,6 +89,9 @@ class LocalCluster {
   Status StartPlugin(NodeParts& node);
   Status StartExtender();
   NodeParts* Find(const std::string& node);
+  // Runs `restart` on one node with its kubelet's admissions held, then waits until the plugin has registered
+  // its resources with the kubelet again.
+  Status RestartOnNode(const std::string& node, const std::function<Status(NodeParts&)>& restart);
 
   LocalClusterOptions options_;
   FakeApiServer api_;
