@@ -6,7 +6,6 @@
 // gpu-allocated and that no card is over-committed (exit code 1 when not).
 //   mgpu-demo --nodes FILE --workloads FILE [--config FILE] [--keep-running] [--verbose]
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <iostream>

@@ -1,7 +1,5 @@
 #include "support/local_cluster.h"
 
-#include <spdlog/spdlog.h>
-
 #include <filesystem>
 #include <fstream>
 #include <set>
