@@ -3,17 +3,30 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
+#include <unordered_set>
 
 #include "common/allocator.h"
 
 namespace mgpu::dp {
 namespace {
 
-// The kubelet's available IDs of one resource, grouped by card.
+// The kubelet's available IDs of one resource on one card, as ordinals.
 struct CardDevices {
-  std::vector<ParsedDeviceId> available;  // sorted by ordinal
-  std::vector<std::string> must_include;
+  std::vector<int64_t> available;     // sorted, without repeats
+  std::vector<int64_t> must_include;  // sorted, without repeats
+  // Distinct devices on the card the kubelet offers: available and must-include together.
+  int64_t Offered() const {
+    int64_t extra = 0;
+    for (int64_t m : must_include) extra += !std::binary_search(available.begin(), available.end(), m);
+    return static_cast<int64_t>(available.size()) + extra;
+  }
 };
+
+void SortUnique(std::vector<int64_t>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
 
 const Card* FindCard(const std::vector<Card>& cards, std::string_view uuid) {
   for (const Card& c : cards) {
@@ -49,60 +62,62 @@ Result<std::map<std::string, CardDevices>> GroupByCard(Resource resource, const 
   for (const std::string& id : request.available) {
     auto parsed = ReadId(id, resource, cards, config);
     if (!parsed.ok()) return Error{"available " + parsed.message()};
-    out[parsed->card_uuid].available.push_back(std::move(*parsed));
+    out[parsed->card_uuid].available.push_back(parsed->ordinal);
   }
   for (const std::string& id : request.must_include) {
     auto parsed = ReadId(id, resource, cards, config);
     if (!parsed.ok()) return Error{"must-include " + parsed.message()};
-    out[parsed->card_uuid].must_include.push_back(id);
+    out[parsed->card_uuid].must_include.push_back(parsed->ordinal);
   }
   for (auto& [uuid, d] : out) {
-    std::sort(d.available.begin(), d.available.end(),
-              [](const ParsedDeviceId& a, const ParsedDeviceId& b) { return a.ordinal < b.ordinal; });
+    SortUnique(d.available);
+    SortUnique(d.must_include);
   }
   return out;
 }
 
-// `count` IDs on one card: must_include first, then the lowest free ordinals. Empty when too few.
-std::vector<std::string> Take(const CardDevices& d, Resource resource, int64_t count) {
-  std::vector<std::string> out;
-  std::set<std::string> taken;
-  for (const std::string& id : d.must_include) {
-    if (static_cast<int64_t>(out.size()) < count && taken.insert(id).second) out.push_back(id);
-  }
-  for (const ParsedDeviceId& p : d.available) {
-    if (static_cast<int64_t>(out.size()) >= count) break;
-    std::string id = DeviceId(p.card_uuid, resource, p.ordinal);
-    if (taken.insert(id).second) out.push_back(std::move(id));
-  }
-  if (static_cast<int64_t>(out.size()) < count) return {};
-  return out;
-}
+using Amounts = std::vector<std::pair<std::string, int64_t>>;  // card uuid → devices, in card order
 
-// IDs for `amounts` (card uuid → devices), or empty if some card lacks them or a must_include ID lies
-// elsewhere.
-std::vector<std::string> TakeAll(const std::map<std::string, CardDevices>& by_card, Resource resource,
-                                 const std::vector<std::pair<std::string, int64_t>>& amounts) {
+// Whether `amounts` can be taken: each card offers that many devices, holding no more must-include IDs than
+// its amount, and no must-include ID lies on another card.
+bool CanTake(const std::map<std::string, CardDevices>& by_card, const Amounts& amounts) {
   std::set<std::string> chosen;
   for (const auto& [uuid, n] : amounts) chosen.insert(uuid);
   for (const auto& [uuid, d] : by_card) {
-    if (!d.must_include.empty() && !chosen.count(uuid)) return {};
+    if (!d.must_include.empty() && !chosen.count(uuid)) return false;
   }
-  std::vector<std::string> out;
   for (const auto& [uuid, n] : amounts) {
     auto it = by_card.find(uuid);
-    if (it == by_card.end() || static_cast<int64_t>(it->second.must_include.size()) > n) return {};
-    auto ids = Take(it->second, resource, n);
-    if (ids.empty()) return {};
-    out.insert(out.end(), ids.begin(), ids.end());
+    if (it == by_card.end() || static_cast<int64_t>(it->second.must_include.size()) > n ||
+        it->second.Offered() < n)
+      return false;
+  }
+  return true;
+}
+
+// The IDs of `amounts` (CanTake must hold): on each card its must-include IDs, then the lowest available.
+std::vector<std::string> Take(const std::map<std::string, CardDevices>& by_card, Resource resource,
+                              const Amounts& amounts) {
+  std::vector<std::string> out;
+  for (const auto& [uuid, n] : amounts) {
+    const CardDevices& d = by_card.at(uuid);
+    int64_t left = n;
+    for (int64_t m : d.must_include) {
+      out.push_back(DeviceId(uuid, resource, m));
+      --left;
+    }
+    for (auto it = d.available.begin(); left > 0 && it != d.available.end(); ++it) {
+      if (std::binary_search(d.must_include.begin(), d.must_include.end(), *it)) continue;
+      out.push_back(DeviceId(uuid, resource, *it));
+      --left;
+    }
   }
   return out;
 }
 
 // The candidate's devices per card for `resource`, in card order; empty when they do not add up to `size`.
-std::vector<std::pair<std::string, int64_t>> AmountsOf(const PendingContainer& c, Resource resource,
-                                                       int64_t size, const Config& config) {
-  std::vector<std::pair<std::string, int64_t>> out;
+Amounts AmountsOf(const PendingContainer& c, Resource resource, int64_t size, const Config& config) {
+  Amounts out;
   int64_t total = 0;
   for (const CardShare& s : c.cards) {
     const int64_t n = DevicesOf(s, resource, config);
@@ -115,8 +130,7 @@ std::vector<std::pair<std::string, int64_t>> AmountsOf(const PendingContainer& c
   return out;
 }
 
-bool SameCards(const std::vector<std::pair<std::string, int64_t>>& amounts,
-               const std::set<std::string>& cards) {
+bool SameCards(const Amounts& amounts, const std::set<std::string>& cards) {
   if (cards.empty() || amounts.size() != cards.size()) return false;
   for (const auto& [uuid, n] : amounts) {
     if (!cards.count(uuid)) return false;
@@ -132,10 +146,9 @@ Result<std::vector<std::string>> Fallback(Resource resource, const PreferredRequ
   // The cards another resource of this container just got, when they can take an equal share each.
   const int64_t hinted = static_cast<int64_t>(just_allocated.size());
   if (hinted > 0 && request.size % hinted == 0) {
-    std::vector<std::pair<std::string, int64_t>> amounts;
+    Amounts amounts;
     for (const std::string& uuid : just_allocated) amounts.emplace_back(uuid, request.size / hinted);
-    auto ids = TakeAll(by_card, resource, amounts);
-    if (!ids.empty()) return ids;
+    if (CanTake(by_card, amounts)) return Take(by_card, resource, amounts);
   }
 
   const int64_t unit = UnitOf(resource, config);
@@ -145,7 +158,7 @@ Result<std::vector<std::string>> Fallback(Resource resource, const PreferredRequ
   NodeState node = MakeNodeState("", inventory, config);
   for (CardState& c : node.cards) {
     auto it = by_card.find(c.card.uuid);
-    const int64_t free = it == by_card.end() ? 0 : static_cast<int64_t>(it->second.available.size());
+    const int64_t free = it == by_card.end() ? 0 : it->second.Offered();
     switch (resource) {
       case Resource::kCore:
         c.usage.core = static_cast<int>(100 - std::min<int64_t>(100, free));
@@ -178,16 +191,15 @@ Result<std::vector<std::string>> Fallback(Resource resource, const PreferredRequ
   pod.containers.push_back(c);
   auto assignment = ChooseCards(node, pod);
   if (!assignment.ok()) return Error{"no candidate pod and " + assignment.message()};
-  std::vector<std::pair<std::string, int64_t>> amounts;
+  Amounts amounts;
   for (const CardShare& s : assignment->containers.front().cards) {
     amounts.emplace_back(s.uuid, request.size / c.card_count);
   }
-  auto ids = TakeAll(by_card, resource, amounts);
-  if (ids.empty()) {
+  if (!CanTake(by_card, amounts)) {
     return Error{
         "no candidate pod, and the must-include device IDs lie on other cards than the allocator chose"};
   }
-  return ids;
+  return Take(by_card, resource, amounts);
 }
 
 }  // namespace
@@ -204,15 +216,14 @@ Result<Preference> ChoosePreferred(Resource resource, const PreferredRequest& re
   struct Fit {
     const PendingContainer* candidate;
     bool after_other_resource;
-    std::vector<std::string> ids;
+    Amounts amounts;
   };
   std::vector<Fit> fits;
   for (const PendingContainer& c : candidates) {
-    auto amounts = AmountsOf(c, resource, request.size, config);
-    if (amounts.empty()) continue;
-    auto ids = TakeAll(*by_card, resource, amounts);
-    if (ids.empty()) continue;
-    fits.push_back(Fit{&c, SameCards(amounts, hint), std::move(ids)});
+    Amounts amounts = AmountsOf(c, resource, request.size, config);
+    if (amounts.empty() || !CanTake(*by_card, amounts)) continue;
+    const bool paired = SameCards(amounts, hint);
+    fits.push_back(Fit{&c, paired, std::move(amounts)});
   }
   if (!fits.empty()) {
     auto best = std::min_element(fits.begin(), fits.end(), [](const Fit& a, const Fit& b) {
@@ -223,7 +234,8 @@ Result<Preference> ChoosePreferred(Resource resource, const PreferredRequest& re
       if (a.candidate->order != b.candidate->order) return a.candidate->order < b.candidate->order;
       return a.candidate->container < b.candidate->container;
     });
-    return Preference{std::move(best->ids), best->candidate->pod, best->candidate->container};
+    return Preference{Take(*by_card, resource, best->amounts), best->candidate->pod,
+                      best->candidate->container};
   }
   auto ids = Fallback(resource, request, *by_card, hint, cards, config);
   if (!ids.ok()) return ids.error();
@@ -234,7 +246,7 @@ Result<ResourceAllocation> ReadAllocation(Resource resource, const std::vector<s
                                           const std::vector<Card>& cards, const Config& config) {
   if (device_ids.empty()) return Error{"Allocate asked for no " + Name(resource) + " devices"};
   std::map<int, int64_t> count_by_index;  // card index → devices
-  std::set<std::string> seen;
+  std::unordered_set<std::string_view> seen;
   ResourceAllocation out;
   out.resource = resource;
   for (const std::string& id : device_ids) {

@@ -90,6 +90,24 @@ TEST(ChoosePreferred, MustIncludeIdsComeFirst) {
   EXPECT_EQ(p->device_ids, (Ids{"GPU-0-c7", "GPU-0-c0"}));
 }
 
+TEST(ChoosePreferred, MustIncludeIdsElsewhereRuleACandidateOutAndCountOnce) {
+  Config config;
+  const auto cards = Cards(2);
+  // The kubelet insists on a device of card 1 that is also listed as available: only "ns/b" can take it.
+  PreferredRequest r{Available(cards, Resource::kCore, config), {"GPU-1-c5", "GPU-1-c5"}, 3};
+  std::vector<PendingContainer> pending = {Pending("ns/a", {{"GPU-0", 3, 0, 1}}, 1),
+                                           Pending("ns/b", {{"GPU-1", 3, 0, 1}}, 2)};
+  auto p = ChoosePreferred(Resource::kCore, r, pending, {}, cards, config);
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_EQ(p->pod, "ns/b");
+  EXPECT_EQ(p->device_ids, (Ids{"GPU-1-c5", "GPU-1-c0", "GPU-1-c1"}));
+  // A must-include ID the available list lacks still counts among the card's devices.
+  PreferredRequest tight{{"GPU-1-c0", "GPU-1-c1"}, {"GPU-1-c9"}, 3};
+  auto q = ChoosePreferred(Resource::kCore, tight, pending, {}, cards, config);
+  ASSERT_TRUE(q.ok()) << q.message();
+  EXPECT_EQ(q->device_ids, (Ids{"GPU-1-c9", "GPU-1-c0", "GPU-1-c1"}));
+}
+
 TEST(ChoosePreferred, WithoutCandidatesTheAllocatorBinpacksOnFreeDevices) {
   Config config;
   const auto cards = Cards(3);

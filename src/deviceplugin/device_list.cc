@@ -43,18 +43,24 @@ size_t WorstCaseListBytes(const std::vector<Card>& cards, Resource resource, con
   return total;
 }
 
-Status CheckListAndWatchSize(const std::vector<Card>& cards, const Config& config) {
-  const size_t bytes = WorstCaseListBytes(cards, Resource::kMemory, config);
-  if (bytes <= kMaxListAndWatchBytes) return Status::Ok();
+int64_t SmallestMemoryUnit(const std::vector<Card>& cards, const Config& config) {
   // The size falls as the unit grows: the smallest unit that fits, by bisection.
   Config c = config;
   int64_t lo = config.memory_unit_mib, hi = config.memory_unit_mib;
   for (c.memory_unit_mib = hi; WorstCaseListBytes(cards, Resource::kMemory, c) > kMaxListAndWatchBytes;)
     lo = hi, c.memory_unit_mib = hi *= 2;
+  if (hi == config.memory_unit_mib) return hi;
   while (hi - lo > 1) {
     c.memory_unit_mib = lo + (hi - lo) / 2;
     (WorstCaseListBytes(cards, Resource::kMemory, c) > kMaxListAndWatchBytes ? lo : hi) = c.memory_unit_mib;
   }
+  return hi;
+}
+
+Status CheckListAndWatchSize(const std::vector<Card>& cards, const Config& config) {
+  const size_t bytes = WorstCaseListBytes(cards, Resource::kMemory, config);
+  if (bytes <= kMaxListAndWatchBytes) return Status::Ok();
+  const int64_t hi = SmallestMemoryUnit(cards, config);
   int64_t devices = 0;
   for (const Card& card : cards) devices += DevicesPerCard(card, Resource::kMemory, config);
   return Error{"the mgpu-memory device list would be " + std::to_string(bytes) + " bytes (" +

@@ -23,7 +23,10 @@ v1beta1::ListAndWatchResponse BuildDeviceList(const std::vector<Card>& cards, Re
 // largest it can grow to), without building it.
 size_t WorstCaseListBytes(const std::vector<Card>& cards, Resource resource, const Config& config);
 
-// Fails, naming the smallest memoryUnitMiB that fits, when the mgpu-memory list could exceed the limit.
+// The smallest memoryUnitMiB, no smaller than config's, whose mgpu-memory list always fits the limit.
+int64_t SmallestMemoryUnit(const std::vector<Card>& cards, const Config& config);
+
+// Fails, naming SmallestMemoryUnit, when the mgpu-memory list could exceed the limit.
 Status CheckListAndWatchSize(const std::vector<Card>& cards, const Config& config);
 
 }  // namespace mgpu::dp

@@ -59,6 +59,9 @@ TEST(DeviceList, OneMiBUnitOnEightA100sIsRefusedWithTheUnitThatFits) {
 
   config.memory_unit_mib = unit - 1;  // the suggestion is the smallest that fits
   EXPECT_FALSE(CheckListAndWatchSize(cards, config).ok());
+  EXPECT_EQ(SmallestMemoryUnit(cards, config), unit);
+  config.memory_unit_mib = unit + 5;  // one that fits already is its own answer
+  EXPECT_EQ(SmallestMemoryUnit(cards, config), unit + 5);
 }
 
 }  // namespace

@@ -171,12 +171,14 @@ class FakeKubelet::Impl final : public v1beta1::Registration::Service,
       for (const auto& id : available) cr->add_available_deviceids(id);
       cr->set_allocation_size(static_cast<int32_t>(size));
       v1beta1::PreferredAllocationResponse preferred;
+      const auto preferred_start = std::chrono::steady_clock::now();
       {
         grpc::ClientContext context;
         context.set_deadline(Deadline());
         const grpc::Status s = stub->GetPreferredAllocation(&context, preferred_request, &preferred);
         if (!s.ok()) return Error{resource + " GetPreferredAllocation: " + s.error_message()};
       }
+      auto call_time = std::chrono::steady_clock::now() - preferred_start;
       if (preferred.container_responses_size() != 1)
         return Error{resource + ": preferred allocation has no answer"};
       std::vector<std::string> ids(preferred.container_responses(0).deviceids().begin(),
@@ -190,12 +192,15 @@ class FakeKubelet::Impl final : public v1beta1::Registration::Service,
       auto* ar = allocate_request.add_container_requests();
       for (const auto& id : ids) ar->add_devices_ids(id);
       v1beta1::AllocateResponse allocated;
+      const auto allocate_start = std::chrono::steady_clock::now();
       {
         grpc::ClientContext context;
         context.set_deadline(Deadline());
         const grpc::Status s = stub->Allocate(&context, allocate_request, &allocated);
         if (!s.ok()) return Error{resource + " Allocate: " + s.error_message()};
       }
+      call_time += std::chrono::steady_clock::now() - allocate_start;
+      out.call_time[resource] = std::chrono::duration_cast<std::chrono::nanoseconds>(call_time);
       if (allocated.container_responses_size() != 1) return Error{resource + ": Allocate has no answer"};
       const auto& response = allocated.container_responses(0);
       for (const auto& [k, v] : response.envs()) {
@@ -241,6 +246,15 @@ class FakeKubelet::Impl final : public v1beta1::Registration::Service,
     std::lock_guard lock(mu_);
     auto it = lists_.find(resource);
     return it == lists_.end() ? 0 : it->second.count;
+  }
+
+  bool WaitForListsReceived(const std::string& resource, size_t count,
+                            std::chrono::milliseconds timeout) const {
+    std::unique_lock lock(mu_);
+    return changed_.wait_for(lock, timeout, [&] {
+      auto it = lists_.find(resource);
+      return it != lists_.end() && it->second.count >= count;
+    });
   }
 
   size_t LastListBytes(const std::string& resource) const {
@@ -313,9 +327,6 @@ FakeKubelet::~FakeKubelet() = default;
 Status FakeKubelet::Start() { return impl_->Start(); }
 void FakeKubelet::Stop() { impl_->Stop(); }
 Status FakeKubelet::Restart() { return impl_->Restart(); }
-void FakeKubelet::Release(const std::string& pod_namespace, const std::string& pod) {
-  impl_->Release(pod_namespace, pod);
-}
 std::vector<FakeKubelet::Registration> FakeKubelet::Registrations() const { return impl_->Registrations(); }
 bool FakeKubelet::WaitForRegistrations(size_t total, std::chrono::milliseconds timeout) const {
   return impl_->WaitForRegistrations(total, timeout);
@@ -325,6 +336,10 @@ std::map<std::string, std::string> FakeKubelet::Devices(const std::string& resou
 }
 size_t FakeKubelet::ListsReceived(const std::string& resource) const {
   return impl_->ListsReceived(resource);
+}
+bool FakeKubelet::WaitForListsReceived(const std::string& resource, size_t count,
+                                       std::chrono::milliseconds timeout) const {
+  return impl_->WaitForListsReceived(resource, count, timeout);
 }
 size_t FakeKubelet::LastListBytes(const std::string& resource) const {
   return impl_->LastListBytes(resource);
@@ -340,6 +355,9 @@ Result<FakeKubelet::Admission> FakeKubelet::Admit(const std::string& pod_namespa
                                                   const std::map<std::string, int64_t>& resources,
                                                   std::mt19937& rng) {
   return impl_->Admit(pod_namespace, pod, container, resources, rng);
+}
+void FakeKubelet::Release(const std::string& pod_namespace, const std::string& pod) {
+  impl_->Release(pod_namespace, pod);
 }
 
 }  // namespace mgpu::test

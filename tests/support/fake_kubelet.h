@@ -47,6 +47,8 @@ class FakeKubelet {
     std::vector<std::string> env_conflicts;                   // variables later responses set differently
     std::vector<Mount> mounts;                                // one per container path
     std::vector<std::string> order;                           // resources in the order admitted
+    // Per resource, the GetPreferredAllocation and Allocate round trips together (the plugin's time).
+    std::map<std::string, std::chrono::nanoseconds> call_time;
   };
 
   // `dir`: the device-plugins folder; `pod_resources_socket`: where the PodResources server listens.
@@ -64,6 +66,8 @@ class FakeKubelet {
   // The latest ListAndWatch list of `resource` (device ID → health), and how many lists it sent.
   std::map<std::string, std::string> Devices(const std::string& resource) const;
   size_t ListsReceived(const std::string& resource) const;
+  bool WaitForListsReceived(const std::string& resource, size_t count,
+                            std::chrono::milliseconds timeout) const;
   // Serialized size of the latest ListAndWatchResponse of `resource`.
   size_t LastListBytes(const std::string& resource) const;
   // PodResources List calls answered so far (to wait for a plugin's next polls).
@@ -78,9 +82,7 @@ class FakeKubelet {
   Result<Admission> Admit(const std::string& pod_namespace, const std::string& pod,
                           const std::string& container, const std::map<std::string, int64_t>& resources,
                           std::mt19937& rng);
-
-  // Frees every device of a pod, as the kubelet does once the pod is gone: PodResources stops listing it and
-  // the devices become available again.
+  // Forgets a pod's devices, as when the pod is deleted: they are available again.
   void Release(const std::string& pod_namespace, const std::string& pod);
 
   class Impl;
