@@ -2,10 +2,10 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
 #include <functional>
 #include <set>
-#include <sstream>
+
+#include "common/file.h"
 
 namespace mgpu {
 
@@ -195,11 +195,9 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
 }
 
 Result<Config> LoadConfigFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error{"cannot read config file " + path};
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseConfig(text.str(), path);
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) return Error{"cannot read config file " + path};
+  return ParseConfig(*text, path);
 }
 
 }  // namespace mgpu

@@ -1,5 +1,6 @@
 #include "common/manifest.h"
 
+#include "common/codec.h"
 #include "common/yaml_json.h"
 
 namespace mgpu {
@@ -30,7 +31,7 @@ Result<std::vector<ManifestPod>> PodsOfManifests(std::string_view yaml_text) {
     if (kind == "Pod") {
       json pod = doc;
       pod["metadata"]["namespace"] = ns;
-      out.push_back({std::move(pod), {}});
+      out.push_back({std::move(pod), {}, nullptr});
       continue;
     }
     if (kind != "Deployment" && kind != "ReplicaSet" && kind != "StatefulSet" && kind != "Job") continue;
@@ -48,10 +49,27 @@ Result<std::vector<ManifestPod>> PodsOfManifests(std::string_view yaml_text) {
       pod["metadata"]["name"] = name + "-" + std::to_string(i);
       pod["metadata"]["namespace"] = ns;
       pod["spec"] = spec["template"].value("spec", json::object());
-      out.push_back({std::move(pod), AnnotationsOf(doc)});
+      out.push_back({std::move(pod), AnnotationsOf(doc), doc});
     }
   }
   return out;
+}
+
+Result<std::vector<SampleNode>> SampleNodesOf(std::string_view yaml_text) {
+  auto docs = YamlDocumentsToJson(yaml_text);
+  if (!docs.ok()) return docs.error();
+  std::vector<SampleNode> nodes;
+  for (const json& doc : *docs) {
+    if (!doc.is_array()) return Error{"expected a list of nodes"};
+    for (const json& n : doc) {
+      if (!n.is_object() || !n.contains("name") || !n["name"].is_string() || !n.contains("inventory"))
+        return Error{"every node needs a name and an inventory"};
+      auto inventory = DecodeInventory(n["inventory"].dump());
+      if (!inventory.ok()) return Error{"node " + n["name"].get<std::string>() + ": " + inventory.message()};
+      nodes.push_back({n["name"].get<std::string>(), std::move(*inventory)});
+    }
+  }
+  return nodes;
 }
 
 }  // namespace mgpu

@@ -2,47 +2,25 @@
 // prioritize and bind would, and prints where every pod lands. No cluster needed.
 //   mgpu-place --nodes deploy/examples/nodes.yaml --pods deploy/examples/online-offline.yaml [--config F]
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/allocator.h"
-#include "common/codec.h"
 #include "common/config.h"
+#include "common/file.h"
 #include "common/manifest.h"
-#include "common/yaml_json.h"
 
 namespace mgpu {
 namespace {
 
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error{"cannot read " + path};
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// nodes file: a YAML list of {name, inventory} where inventory is the D/gpu-inventory object.
 Result<std::vector<NodeState>> LoadNodes(const std::string& path, const Config& config) {
   auto text = ReadFile(path);
   if (!text.ok()) return text.error();
-  auto docs = YamlDocumentsToJson(*text);
-  if (!docs.ok()) return Error{path + ": " + docs.message()};
+  auto samples = SampleNodesOf(*text);
+  if (!samples.ok()) return Error{path + ": " + samples.message()};
   std::vector<NodeState> nodes;
-  for (const auto& doc : *docs) {
-    if (!doc.is_array()) return Error{path + ": expected a list of nodes"};
-    for (const auto& n : doc) {
-      if (!n.is_object() || !n.contains("name") || !n["name"].is_string() || !n.contains("inventory")) {
-        return Error{path + ": every node needs a name and an inventory"};
-      }
-      auto inv = DecodeInventory(n["inventory"].dump());
-      if (!inv.ok()) return Error{path + ": node " + n["name"].get<std::string>() + ": " + inv.message()};
-      nodes.push_back(MakeNodeState(n["name"].get<std::string>(), *inv, config));
-    }
-  }
+  for (const SampleNode& n : *samples) nodes.push_back(MakeNodeState(n.name, n.inventory, config));
   return nodes;
 }
 

@@ -287,6 +287,19 @@ std::string FakeApiServer::url() const {
   return std::string(options_.tls ? "https" : "http") + "://127.0.0.1:" + std::to_string(port_);
 }
 
+std::string FakeApiServer::KubeconfigYaml() const {
+  std::string user = "{}";
+  {
+    std::lock_guard lock(mu_);
+    if (!token_.empty()) user = "{token: " + token_ + "}";
+  }
+  return "apiVersion: v1\nkind: Config\nclusters:\n- name: mgpu-local\n  cluster: {server: \"" + url() +
+         "\"" + (options_.tls ? ", insecure-skip-tls-verify: true" : "") +
+         "}\nusers:\n- name: mgpu-local\n  user: " + user +
+         "\ncontexts:\n- name: mgpu-local\n  context: {cluster: mgpu-local, user: mgpu-local}\n"
+         "current-context: mgpu-local\n";
+}
+
 Status FakeApiServer::Start() {
   if (options_.tls) {
     auto ssl = std::make_unique<httplib::SSLServer>(

@@ -92,6 +92,9 @@ class FakeApiServer {
   void Stop();
   int port() const { return port_; }
   std::string url() const;  // "http(s)://127.0.0.1:<port>"
+  // A kubeconfig naming this server (and its token), for kubectl and kubectl-mgpu; with TLS it skips
+  // verification, so it suits servers without client certificates.
+  std::string KubeconfigYaml() const;
 
   // The store. `resource` is the plural ("pods", "nodes", "leases", "replicasets", ...); the namespace comes
   // from metadata.namespace ("default" when unset) for namespaced kinds. Results are the stored objects.

@@ -1,5 +1,6 @@
 #include "support/fake_kubelet.h"
 
+#include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -28,7 +29,12 @@ class FakeKubelet::Impl final : public v1beta1::Registration::Service,
                                 public v1::PodResourcesLister::Service {
  public:
   Impl(std::string dir, std::string pod_resources_socket)
-      : dir_(std::move(dir)), pod_resources_socket_(std::move(pod_resources_socket)) {}
+      : dir_(std::move(dir)), pod_resources_socket_(std::move(pod_resources_socket)) {
+    // gRPC stays initialised for the life of the process: shutting it down when the last server goes (in a
+    // test's teardown, or between restarts) waits out its pollers' timers, up to the 10 s call deadline.
+    static const bool kInitialised = (grpc_init(), true);
+    (void)kInitialised;
+  }
 
   ~Impl() override { Stop(); }
 

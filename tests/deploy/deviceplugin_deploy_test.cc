@@ -1,7 +1,7 @@
-// The shipped DaemonSet and RBAC agree with the code and with the extender's manifests: the ConfigMap's
-// config parses and counts memory in the extender's unit, the kubelet folders the config names are mounted
-// from the host, the node name comes from the downward API, and the ClusterRole grants exactly what the
-// plugin calls.
+// The shipped DaemonSet and RBAC agree with the code and with the extender's manifests: the plugin mounts the
+// one config of both daemons (so it counts memory in the extender's unit), the kubelet folders the config
+// names are mounted from the host, the node name comes from the downward API, and the ClusterRole grants
+// exactly what the plugin calls. (deploy_test.cc checks what every file under deploy/ shares.)
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -25,23 +25,32 @@ YAML::Node Find(const std::string& file, const std::string& kind) {
   return YAML::Node();
 }
 
-Config ConfigMapConfig(const std::string& file) {
-  const YAML::Node map = Find(file, "ConfigMap");
-  Result<Config> config = ParseConfig(map["data"]["config.yaml"].as<std::string>(), file);
+// The one config file of both daemons (deploy/config.yaml).
+Config SharedConfig() {
+  const YAML::Node map = Find("config.yaml", "ConfigMap");
+  Result<Config> config = ParseConfig(map["data"]["config.yaml"].as<std::string>(), "config.yaml");
   EXPECT_TRUE(config.ok()) << config.message();
   return config.ok() ? *config : Config();
 }
 
-TEST(DevicePluginDeploy, ConfigMatchesTheExtenders) {
-  const Config plugin = ConfigMapConfig("deviceplugin/daemonset.yaml");
-  const Config extender = ConfigMapConfig("extender/deployment.yaml");
-  EXPECT_EQ(plugin.resource_domain, extender.resource_domain);
-  EXPECT_EQ(plugin.memory_unit_mib, extender.memory_unit_mib);
-  EXPECT_EQ(plugin.device_plugin.gpu_backend, "nvml");
+// The ConfigMap a workload mounts as its config volume.
+std::string ConfigVolume(const std::string& file, const std::string& kind) {
+  for (const YAML::Node& v : Find(file, kind)["spec"]["template"]["spec"]["volumes"]) {
+    if (v["name"].as<std::string>() == "config") return v["configMap"]["name"].as<std::string>();
+  }
+  return "";
+}
+
+TEST(DevicePluginDeploy, ConfigIsTheExtenders) {
+  EXPECT_EQ(ConfigVolume("deviceplugin/daemonset.yaml", "DaemonSet"),
+            ConfigVolume("extender/deployment.yaml", "Deployment"));
+  EXPECT_EQ(ConfigVolume("deviceplugin/daemonset.yaml", "DaemonSet"),
+            Find("config.yaml", "ConfigMap")["metadata"]["name"].as<std::string>());
+  EXPECT_EQ(SharedConfig().device_plugin.gpu_backend, "nvml");
 }
 
 TEST(DevicePluginDeploy, DaemonSetMountsTheKubeletFoldersAndKnowsItsNode) {
-  const Config config = ConfigMapConfig("deviceplugin/daemonset.yaml");
+  const Config config = SharedConfig();
   const YAML::Node spec = Find("deviceplugin/daemonset.yaml", "DaemonSet")["spec"]["template"]["spec"];
   EXPECT_EQ(spec["priorityClassName"].as<std::string>(), "system-node-critical");
   EXPECT_EQ(spec["serviceAccountName"].as<std::string>(),
@@ -81,7 +90,8 @@ TEST(DevicePluginDeploy, ClusterRoleGrantsExactlyWhatThePluginCalls) {
   EXPECT_EQ(granted, want);
   const YAML::Node binding = Find("deviceplugin/rbac.yaml", "ClusterRoleBinding");
   EXPECT_EQ(binding["subjects"][0]["name"].as<std::string>(), "mgpu-device-plugin");
-  EXPECT_EQ(binding["subjects"][0]["namespace"].as<std::string>(), "kube-system");
+  EXPECT_EQ(binding["subjects"][0]["namespace"].as<std::string>(),
+            Find("namespace.yaml", "Namespace")["metadata"]["name"].as<std::string>());
 }
 
 }  // namespace

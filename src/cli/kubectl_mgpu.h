@@ -1,0 +1,31 @@
+// kubectl-mgpu, the kubectl plugin (`kubectl mgpu ...`, found on PATH): per-node, per-card GPU allocation
+// read from the API server with the user's kubeconfig. Usage is derived exactly as the extender derives it:
+// the listed nodes and pods go through the extender's own ClusterCache (gpu-allocated over gpu-assignment,
+// terminated pods release, an assignment never allocated stops counting after the TTL), so what this shows is
+// what the extender's filter sees.
+//   kubectl mgpu nodes [NODE...] [-o table|json] [--kubeconfig FILE] [--context NAME] [--config FILE]
+//                      [--resource-domain D]
+// Exit codes: 0 shown; 1 the API server could not be read; 2 usage; 3 kubeconfig or config unreadable;
+// 4 no mgpu node (or a named node is not one).
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "extender/cache.h"
+
+namespace mgpu::cli {
+
+inline constexpr int kExitApi = 1;
+inline constexpr int kExitNoNodes = 4;
+
+// Runs the plugin with its arguments (those after `kubectl mgpu`); returns the exit code.
+int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// One row per card (node, index, model, health, online core used/100, reclaimed core used/100, memory
+// used/capacity in MiB, the pods on it; pods assigned but not yet allocated by the kubelet are marked), and
+// one row for a node whose inventory cannot be used, saying why.
+std::string NodesTable(const extender::ClusterView& view);
+
+}  // namespace mgpu::cli

@@ -1,0 +1,156 @@
+// kubectl-mgpu against the fake API server: usage as the extender derives it (allocated over assigned,
+// terminated pods and expired assignments release, policy read from the Deployment), the table and JSON, the
+// resource domain read from the nodes, and the exit codes.
+#include "cli/kubectl_mgpu.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <sstream>
+
+#include "common/daemon.h"
+#include "extender/test_objects.h"
+#include "support/fake_apiserver.h"
+#include "support/test_env.h"
+
+namespace mgpu::cli {
+namespace {
+
+using namespace extender::testobj;
+using nlohmann::json;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class KubectlMgpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(api_.Start().ok());
+    kubeconfig_ = dir_.Write("kubeconfig", api_.KubeconfigYaml());
+  }
+
+  int Run(std::vector<std::string> args) {
+    args.push_back("--kubeconfig");
+    args.push_back(kubeconfig_);
+    out_.str("");
+    err_.str("");
+    return cli::Run(args, out_, err_);
+  }
+
+  const ResourceNames names_ = Config().Names();
+  testing::FakeApiServer api_;
+  testing::TempDir dir_;
+  std::string kubeconfig_;
+  std::ostringstream out_, err_;
+};
+
+TEST_F(KubectlMgpu, ShowsUsageAsTheExtenderDerivesIt) {
+  ASSERT_TRUE(api_.Create("nodes", Node("n1", 2, 24576)).ok());
+  ASSERT_TRUE(api_.Create("nodes", json{{"metadata", {{"name", "cpu-only"}}}}).ok());
+  const int64_t now = NowNs();
+  // Allocated by the kubelet, assigned and fresh, assigned long ago (past the TTL), finished.
+  ASSERT_TRUE(api_.Create("pods", Placed(Pod("a", 30, 4096), "n1", names_.gpu_allocated,
+                                         OneCard("n1-gpu0", 30, 4096)))
+                  .ok());
+  ASSERT_TRUE(api_.Create("pods", Placed(Pod("b", 20, 2048), "n1", names_.gpu_assignment,
+                                         OneCard("n1-gpu0", 20, 2048), now))
+                  .ok());
+  ASSERT_TRUE(api_.Create("pods", Placed(Pod("stale", 50, 1024), "n1", names_.gpu_assignment,
+                                         OneCard("n1-gpu1", 50, 1024), now - int64_t{3600} * 1'000'000'000))
+                  .ok());
+  json done = Placed(Pod("done", 40, 1024), "n1", names_.gpu_allocated, OneCard("n1-gpu1", 40, 1024));
+  done["status"]["phase"] = "Succeeded";
+  ASSERT_TRUE(api_.Create("pods", done).ok());
+
+  ASSERT_EQ(Run({"nodes"}), 0) << err_.str();
+  const std::string table = out_.str();
+  EXPECT_NE(table.find("NODE"), std::string::npos) << table;
+  EXPECT_NE(table.find("50/100"), std::string::npos) << table;
+  EXPECT_NE(table.find("6144/24576"), std::string::npos) << table;
+  EXPECT_NE(table.find("default/a,default/b(assigned)"), std::string::npos) << table;
+  EXPECT_EQ(table.find("stale"), std::string::npos) << table;
+  EXPECT_EQ(table.find("done"), std::string::npos) << table;
+  EXPECT_EQ(table.find("cpu-only"), std::string::npos) << table;
+
+  ASSERT_EQ(Run({"nodes", "-o", "json"}), 0) << err_.str();
+  const json view = json::parse(out_.str());
+  ASSERT_EQ(view["nodes"].size(), 1u);
+  const json& cards = view["nodes"][0]["cards"];
+  EXPECT_EQ(cards[0]["core"], 50);
+  EXPECT_EQ(cards[0]["memoryMiB"], 6144);
+  EXPECT_EQ(cards[1]["core"], 0);
+  EXPECT_EQ(view["nodes"][0]["pods"].size(), 2u);
+}
+
+TEST_F(KubectlMgpu, ReadsTheDomainFromTheNodesAndThePolicyFromTheDeployment) {
+  Config volcengine;
+  volcengine.resource_domain = "vke.volcengine.com";
+  const ResourceNames v = volcengine.Names();
+  json node = Node("n1", 1, 24576);
+  node["metadata"]["annotations"] = {
+      {v.gpu_inventory, node["metadata"]["annotations"][names_.gpu_inventory]}};
+  ASSERT_TRUE(api_.Create("nodes", node).ok());
+  auto deployment = api_.Create("deployments", {{"metadata",
+                                                 {{"name", "train"},
+                                                  {"namespace", "default"},
+                                                  {"annotations",
+                                                   {{std::string(kQosLevelAnnotation), "reclaimed_cores"},
+                                                    {v.compute_policy, "guaranteed-burst-share"}}}}}});
+  ASSERT_TRUE(deployment.ok());
+  auto rs = api_.Create("replicasets", {{"metadata",
+                                         {{"name", "train-1"},
+                                          {"namespace", "default"},
+                                          {"ownerReferences",
+                                           {{{"apiVersion", "apps/v1"},
+                                             {"kind", "Deployment"},
+                                             {"name", "train"},
+                                             {"uid", (*deployment)["metadata"]["uid"]},
+                                             {"controller", true}}}}}}});
+  ASSERT_TRUE(rs.ok());
+  const Assignment offline{{ContainerAssignment{"c", {CardShare{"n1-gpu0", 0, 30, 4096}}}}};
+  json pod = Pod("train-1-x", 0, 4096);
+  pod["spec"]["containers"][0]["resources"]["limits"] = {{v.reclaimed_core, "30"}, {v.memory, "4096"}};
+  pod["metadata"]["ownerReferences"] = {{{"apiVersion", "apps/v1"},
+                                         {"kind", "ReplicaSet"},
+                                         {"name", "train-1"},
+                                         {"uid", (*rs)["metadata"]["uid"]},
+                                         {"controller", true}}};
+  pod = Placed(pod, "n1", v.gpu_allocated, offline);
+  ASSERT_TRUE(api_.Create("pods", pod).ok());
+
+  ASSERT_EQ(Run({"nodes", "n1", "-ojson"}), 0) << err_.str();
+  const json view = json::parse(out_.str());
+  EXPECT_EQ(view["nodes"][0]["cards"][0]["reclaimedCore"], 30);
+  EXPECT_EQ(view["nodes"][0]["cards"][0]["policy"], "guaranteed-burst-share");
+}
+
+TEST_F(KubectlMgpu, ExitCodesSayWhatWentWrong) {
+  EXPECT_EQ(Run({"nodes"}), kExitNoNodes);
+  EXPECT_NE(err_.str().find("mgpu.io/gpu-inventory"), std::string::npos) << err_.str();
+
+  ASSERT_TRUE(api_.Create("nodes", Node("n1", 1)).ok());
+  EXPECT_EQ(Run({"nodes", "n2"}), kExitNoNodes);
+  EXPECT_NE(err_.str().find("node n2"), std::string::npos) << err_.str();
+
+  EXPECT_EQ(Run({"nodes", "-o", "yaml"}), kExitUsage);
+  EXPECT_EQ(Run({"pods"}), kExitUsage);
+  EXPECT_EQ(Run({}), kExitUsage);
+  EXPECT_EQ(Run({"nodes", "--bogus"}), kExitUsage);
+  EXPECT_EQ(Run({"--help"}), 0);
+  EXPECT_NE(out_.str().find("kubectl mgpu nodes"), std::string::npos);
+
+  EXPECT_EQ(Run({"nodes", "--config", dir_.path() + "/missing.yaml"}), kExitConfig);
+  std::ostringstream out, err;
+  EXPECT_EQ(cli::Run({"nodes", "--kubeconfig", dir_.path() + "/missing"}, out, err), kExitConfig);
+
+  const int port = api_.port();
+  api_.Stop();
+  EXPECT_EQ(Run({"nodes"}), kExitApi);
+  EXPECT_NE(err_.str().find(std::to_string(port)), std::string::npos) << err_.str();
+}
+
+}  // namespace
+}  // namespace mgpu::cli

@@ -1,0 +1,317 @@
+// Everything under deploy/ agrees with the code, since kubectl cannot validate it offline. Every YAML file is
+// either Kubernetes manifests (each document with apiVersion, kind and a name), an mgpu config file (loads
+// with the daemons' own loader) or a sample-nodes file; files added later are covered the same way. Across
+// the manifests: namespaced objects sit in mgpu's namespace, the ConfigMaps and ServiceAccounts that
+// workloads and bindings name exist, every embedded mgpu config loads, and every KubeSchedulerConfiguration
+// reaches the extender's Service on the port the extender listens on, with verbs a running extender serves
+// and managed resources equal to those the device plugin registers. Every daemon has a Dockerfile on Debian
+// 12, and the mgpu images the manifests run carry the project's version.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "common/config.h"
+#include "common/file.h"
+#include "common/manifest.h"
+#include "common/yaml_json.h"
+#include "deviceplugin/devices.h"
+#include "extender/daemon.h"
+#include "support/fake_apiserver.h"
+
+namespace mgpu {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kDeploy = fs::path(MGPU_SOURCE_DIR) / "deploy";
+
+std::string ReadText(const std::string& path) {
+  Result<std::string> text = mgpu::ReadFile(path);
+  EXPECT_TRUE(text.ok()) << text.message();
+  return text.ok() ? *text : "";
+}
+
+std::string Relative(const fs::path& path) { return fs::relative(path, kDeploy).string(); }
+
+struct Object {
+  std::string file;  // relative to deploy/
+  json doc;
+  std::string Kind() const { return doc.value("kind", ""); }
+  std::string Name() const { return doc.value("metadata", json::object()).value("name", ""); }
+  std::string Namespace() const { return doc.value("metadata", json::object()).value("namespace", ""); }
+};
+
+// A component config embedded in a ConfigMap, or a file of its own.
+struct SchedulerConfig {
+  std::string where;
+  json doc;
+};
+
+const std::set<std::string> kClusterScoped = {
+    "Namespace",   "ClusterRole", "ClusterRoleBinding", "PriorityClass", "CustomResourceDefinition",
+    "RuntimeClass"};
+const std::set<std::string> kComponentConfigs = {"KubeSchedulerConfiguration"};
+const std::set<std::string> kWorkloads = {"Deployment", "DaemonSet", "StatefulSet", "Job"};
+
+// Every YAML file under deploy/, sorted into manifests, mgpu configs and sample nodes.
+class Deploy : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::recursive_directory_iterator(kDeploy)) {
+      const std::string ext = entry.path().extension().string();
+      if (entry.is_regular_file() && (ext == ".yaml" || ext == ".yml")) files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const fs::path& path : files) {
+      const std::string text = ReadText(path);
+      Result<std::vector<json>> docs = YamlDocumentsToJson(text);
+      ASSERT_TRUE(docs.ok()) << Relative(path) << ": " << docs.message();
+      ASSERT_FALSE(docs->empty()) << Relative(path) << " is empty";
+      const json& first = docs->front();
+      if (first.is_object() && first.contains("apiVersion")) {
+        for (const json& doc : *docs) objects_.push_back({Relative(path), doc});
+      } else if (first.is_array()) {
+        Result<std::vector<SampleNode>> nodes = SampleNodesOf(text);
+        EXPECT_TRUE(nodes.ok()) << Relative(path) << " (sample nodes): " << nodes.message();
+      } else {
+        Result<Config> config = ParseConfig(text, Relative(path));
+        EXPECT_TRUE(config.ok()) << "neither manifests nor sample nodes, so an mgpu config, but: "
+                                 << config.message();
+        ++config_files_;
+      }
+    }
+  }
+
+  static void TearDownTestSuite() {
+    objects_.clear();
+    config_files_ = 0;
+  }
+
+  static std::vector<Object> Objects() { return objects_; }
+  static const Object* Find(const std::string& kind, const std::string& ns, const std::string& name) {
+    for (const Object& o : objects_)
+      if (o.Kind() == kind && o.Namespace() == ns && o.Name() == name) return &o;
+    return nullptr;
+  }
+  // Outside deploy/examples/ (workloads for users to copy).
+  static bool Operational(const Object& o) { return o.file.rfind("examples/", 0) != 0; }
+
+  // mgpu's namespace: the one Namespace deploy/ creates.
+  static std::string MgpuNamespace() {
+    std::string ns;
+    for (const Object& o : objects_) {
+      if (o.Kind() == "Namespace") {
+        EXPECT_TRUE(ns.empty()) << "deploy/ creates more than one Namespace";
+        ns = o.Name();
+      }
+    }
+    return ns;
+  }
+
+  // Every mgpu config (ConfigMap data entries that are not component configs) and every scheduler config.
+  static void EmbeddedConfigs(std::map<std::string, Config>& mgpu, std::vector<SchedulerConfig>& schedulers) {
+    for (const Object& o : objects_) {
+      if (kComponentConfigs.count(o.Kind())) schedulers.push_back({o.file, o.doc});
+      if (o.Kind() != "ConfigMap") continue;
+      const json data = o.doc.value("data", json::object());
+      for (const auto& [key, value] : data.items()) {
+        const std::string where = o.file + ": ConfigMap " + o.Name() + " " + key;
+        Result<std::vector<json>> docs = YamlDocumentsToJson(value.get<std::string>());
+        ASSERT_TRUE(docs.ok()) << where << ": " << docs.message();
+        if (docs->size() == 1 && docs->front().is_object() && docs->front().contains("apiVersion")) {
+          EXPECT_TRUE(kComponentConfigs.count(docs->front().value("kind", ""))) << where;
+          schedulers.push_back({where, docs->front()});
+          continue;
+        }
+        Result<Config> config = ParseConfig(value.get<std::string>(), where);
+        ASSERT_TRUE(config.ok()) << config.message();
+        mgpu.emplace(o.Name(), *config);
+      }
+    }
+  }
+
+  static inline std::vector<Object> objects_;
+  static inline int config_files_ = 0;
+};
+
+TEST_F(Deploy, EveryManifestHasApiVersionKindAndName) {
+  ASSERT_FALSE(Objects().empty());
+  for (const Object& o : Objects()) {
+    EXPECT_TRUE(o.doc["apiVersion"].is_string()) << o.file;
+    EXPECT_FALSE(o.Kind().empty()) << o.file << ": a document without kind";
+    if (!kComponentConfigs.count(o.Kind())) {
+      EXPECT_FALSE(o.Name().empty()) << o.file << ": a " << o.Kind() << " without metadata.name";
+    }
+  }
+  EXPECT_GE(config_files_, 1) << "deploy/examples/config.yaml documents every key";
+}
+
+TEST_F(Deploy, NamespacedObjectsLiveInMgpusNamespace) {
+  const std::string ns = MgpuNamespace();
+  ASSERT_FALSE(ns.empty()) << "deploy/ creates no Namespace";
+  for (const Object& o : Objects()) {
+    if (!Operational(o) || kClusterScoped.count(o.Kind()) || kComponentConfigs.count(o.Kind())) continue;
+    // Reading the API server's authentication config is granted in kube-system, where that Role lives.
+    const bool auth_reader =
+        o.Kind() == "RoleBinding" && o.Namespace() == "kube-system" &&
+        o.doc["roleRef"].value("name", "") == "extension-apiserver-authentication-reader";
+    if (!auth_reader) {
+      EXPECT_EQ(o.Namespace(), ns) << o.file << ": " << o.Kind() << " " << o.Name();
+    }
+  }
+}
+
+TEST_F(Deploy, WorkloadsAndBindingsNameObjectsThatExist) {
+  for (const Object& o : Objects()) {
+    if (!Operational(o)) continue;
+    if (kWorkloads.count(o.Kind())) {
+      const json& pod = o.doc["spec"]["template"]["spec"];
+      if (pod.contains("serviceAccountName")) {
+        EXPECT_TRUE(Find("ServiceAccount", o.Namespace(), pod["serviceAccountName"]))
+            << o.file << ": " << o.Kind() << " " << o.Name() << " runs as a missing ServiceAccount";
+      }
+      for (const json& volume : pod.value("volumes", json::array())) {
+        if (!volume.contains("configMap")) continue;
+        EXPECT_TRUE(Find("ConfigMap", o.Namespace(), volume["configMap"]["name"]))
+            << o.file << ": " << o.Kind() << " " << o.Name() << " mounts a missing ConfigMap "
+            << volume["configMap"]["name"];
+      }
+    }
+    if (o.Kind() == "RoleBinding" || o.Kind() == "ClusterRoleBinding") {
+      for (const json& subject : o.doc.value("subjects", json::array())) {
+        if (subject.value("kind", "") != "ServiceAccount") continue;
+        EXPECT_TRUE(Find("ServiceAccount", subject.value("namespace", ""), subject.value("name", "")))
+            << o.file << ": " << o.Kind() << " " << o.Name() << " binds a missing ServiceAccount";
+      }
+      const json& role = o.doc["roleRef"];
+      if (role.value("name", "").rfind("system:", 0) == 0 ||
+          role.value("name", "").rfind("extension-", 0) == 0)
+        continue;  // built into Kubernetes
+      const std::string role_ns = role.value("kind", "") == "Role" ? o.Namespace() : "";
+      EXPECT_TRUE(Find(role.value("kind", ""), role_ns, role.value("name", "")))
+          << o.file << ": " << o.Kind() << " " << o.Name() << " refers to a missing "
+          << role.value("kind", "");
+    }
+  }
+}
+
+TEST_F(Deploy, MgpuImagesCarryTheProjectVersion) {
+  int images = 0;
+  for (const Object& o : Objects()) {
+    if (!kWorkloads.count(o.Kind())) continue;
+    for (const json& c : o.doc["spec"]["template"]["spec"].value("containers", json::array())) {
+      const std::string image = c.value("image", "");
+      if (image.rfind("mgpu/", 0) != 0) continue;
+      ++images;
+      EXPECT_EQ(image.substr(image.find(':') + 1), MGPU_VERSION) << o.file << ": " << image;
+    }
+  }
+  EXPECT_GE(images, 1);
+}
+
+TEST_F(Deploy, SchedulerConfigsMatchWhatTheExtenderServesAndThePluginRegisters) {
+  std::map<std::string, Config> mgpu;
+  std::vector<SchedulerConfig> schedulers;
+  EmbeddedConfigs(mgpu, schedulers);
+  ASSERT_EQ(mgpu.size(), 1u) << "one mgpu config for both daemons";
+  const Config& config = mgpu.begin()->second;
+  EXPECT_TRUE(config.extender.leader_election) << "the extender Deployment runs replicas";
+  ASSERT_GE(schedulers.size(), 2u) << "both the replacement and the second-scheduler mode";
+
+  // A running extender with this config, to ask which verbs it serves.
+  testing::FakeApiServer api;
+  ASSERT_TRUE(api.Start().ok());
+  Config local = config;
+  local.extender.listen_address = "127.0.0.1:0";
+  local.extender.leader_election = false;
+  extender::Daemon daemon(local);
+  kube::ClusterConfig cluster;
+  cluster.server = api.url();
+  ASSERT_TRUE(daemon.Start(cluster).ok());
+  httplib::Client http("127.0.0.1", daemon.port());
+
+  const ResourceNames names = config.Names();
+  std::set<std::string> registered;
+  for (dp::Resource r : dp::kAllResources) registered.insert(dp::FullName(r, names));
+  const std::string listen_port =
+      config.extender.listen_address.substr(config.extender.listen_address.rfind(':') + 1);
+
+  for (const SchedulerConfig& s : schedulers) {
+    SCOPED_TRACE(s.where);
+    ASSERT_TRUE(s.doc["extenders"].is_array());
+    ASSERT_EQ(s.doc["extenders"].size(), 1u);
+    const json& e = s.doc["extenders"][0];
+    // urlPrefix: http://<service>.<namespace>.svc:<port>, no path.
+    std::smatch m;
+    const std::string url = e.value("urlPrefix", "");
+    ASSERT_TRUE(std::regex_match(url, m, std::regex(R"(https?://([a-z0-9-]+)\.([a-z0-9-]+)\.svc:(\d+))")))
+        << url;
+    const Object* service = Find("Service", m[2], m[1]);
+    ASSERT_TRUE(service) << "urlPrefix names a missing Service " << m[2] << "/" << m[1];
+    bool port_found = false;
+    for (const json& p : service->doc["spec"]["ports"]) {
+      if (std::to_string(p.value("port", 0)) != m[3].str()) continue;
+      port_found = true;
+      // The Service's targetPort leads to the extender's listen port.
+      const json target = p.value("targetPort", json(p.value("port", 0)));
+      for (const Object& o : Objects()) {
+        if (o.Kind() != "Deployment" || o.Namespace() != service->Namespace()) continue;
+        for (const json& c : o.doc["spec"]["template"]["spec"]["containers"]) {
+          for (const json& cp : c.value("ports", json::array())) {
+            if (target.is_string() ? cp.value("name", "") == target
+                                   : cp.value("containerPort", 0) == target) {
+              EXPECT_EQ(std::to_string(cp.value("containerPort", 0)), listen_port) << o.Name();
+            }
+          }
+        }
+      }
+    }
+    EXPECT_TRUE(port_found) << "Service " << m[1] << " has no port " << m[3];
+    EXPECT_EQ(e.value("enableHTTPS", false), url.rfind("https", 0) == 0);
+    EXPECT_TRUE(e.value("nodeCacheCapable", false)) << "the extender keeps its own node cache";
+
+    for (const char* verb : {"filterVerb", "prioritizeVerb", "bindVerb", "preemptVerb"}) {
+      ASSERT_TRUE(e.contains(verb)) << verb;
+      httplib::Result res = http.Post("/" + e[verb].get<std::string>(), "{}", "application/json");
+      ASSERT_TRUE(res);
+      EXPECT_NE(res->status, 404) << verb << " " << e[verb] << " is not served by the extender";
+    }
+    std::set<std::string> managed;
+    for (const json& r : e["managedResources"]) {
+      managed.insert(r.value("name", ""));
+      EXPECT_FALSE(r.value("ignoredByScheduler", true)) << "kube-scheduler must also check node allocatable";
+    }
+    EXPECT_EQ(managed, registered);
+    std::smatch timeout;
+    const std::string http_timeout = e.value("httpTimeout", "5s");
+    ASSERT_TRUE(std::regex_match(http_timeout, timeout, std::regex(R"((\d+)s)"))) << http_timeout;
+    EXPECT_GT(std::stoll(timeout[1]) * 1000, config.extender.bind_wait_ms) << "a bind may wait bindWaitMs";
+  }
+  daemon.Stop();
+}
+
+TEST_F(Deploy, EveryDaemonHasADebian12Dockerfile) {
+  std::set<std::string> built;
+  for (const auto& entry : fs::directory_iterator(kDeploy / "docker")) {
+    if (entry.path().extension() != ".Dockerfile") continue;
+    std::istringstream in(ReadText(entry.path()));
+    std::string last_from;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("FROM ", 0) == 0) last_from = line;
+      for (const char* daemon : {"mgpu-scheduler-extender", "mgpu-device-plugin"})
+        if (line.rfind("ENTRYPOINT", 0) == 0 && line.find(daemon) != std::string::npos) built.insert(daemon);
+    }
+    EXPECT_EQ(last_from.rfind("FROM debian:12", 0), 0u) << Relative(entry.path()) << " runs on " << last_from;
+  }
+  EXPECT_EQ(built, (std::set<std::string>{"mgpu-scheduler-extender", "mgpu-device-plugin"}));
+}
+
+}  // namespace
+}  // namespace mgpu
