@@ -1,5 +1,6 @@
 #include "cli/kubectl_mgpu.h"
 
+#include <algorithm>
 #include <map>
 #include <ostream>
 #include <set>
@@ -138,10 +139,11 @@ std::string Fraction(int64_t used, int64_t total) {
 
 }  // namespace
 
-std::string NodesTable(const extender::ClusterView& view) {
+std::string NodesTable(const std::vector<const extender::NodeView*>& nodes) {
   std::vector<std::vector<std::string>> rows = {
       {"NODE", "CARD", "MODEL", "HEALTH", "CORE", "RECLAIMED", "MEMORY(MiB)", "PODS"}};
-  for (const auto& [name, node] : view) {
+  for (const extender::NodeView* node : nodes) {
+    const std::string& name = node->state.name;
     if (!node->problem.empty()) {
       rows.push_back({name, "-", "-", "-", "-", "-", "-", node->problem});
       continue;
@@ -229,24 +231,28 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   extender::ClusterCache cache(config, [&workloads](const json& pod) { return workloads.Resolve(pod); });
   for (const json& node : node_items) cache.UpsertNode(node);
   for (const json& pod : pods->value("items", json::array())) cache.UpsertPod(pod);
-  extender::ClusterView view = *cache.Snapshot();
-
+  const std::shared_ptr<const extender::ClusterView> snapshot = cache.Snapshot();
+  std::vector<const extender::NodeView*> view = snapshot->Nodes();
   if (view.empty()) {
     err << "kubectl-mgpu: no node of " << server << " has a " << config.Names().gpu_inventory
         << " annotation; is mgpu-device-plugin running on the GPU nodes?\n";
     return kExitNoNodes;
   }
   if (!options->nodes.empty()) {
-    extender::ClusterView chosen;
+    std::vector<const extender::NodeView*> chosen;
     for (const std::string& name : options->nodes) {
-      auto it = view.find(name);
-      if (it == view.end()) {
+      const extender::NodeView* node = snapshot->Find(name);
+      if (!node) {
         err << "kubectl-mgpu: node " << name << " has no " << config.Names().gpu_inventory
             << " annotation (not an mgpu node, or no such node)\n";
         return kExitNoNodes;
       }
-      chosen.insert(*it);
+      chosen.push_back(node);
     }
+    std::sort(chosen.begin(), chosen.end(), [](const extender::NodeView* a, const extender::NodeView* b) {
+      return a->state.name < b->state.name;
+    });
+    chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
     view = std::move(chosen);
   }
   if (options->output == "json")

@@ -26,6 +26,6 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 // One row per card (node, index, model, health, online core used/100, reclaimed core used/100, memory
 // used/capacity in MiB, the pods on it; pods assigned but not yet allocated by the kubelet are marked), and
 // one row for a node whose inventory cannot be used, saying why.
-std::string NodesTable(const extender::ClusterView& view);
+std::string NodesTable(const std::vector<const extender::NodeView*>& nodes);
 
 }  // namespace mgpu::cli

@@ -16,9 +16,9 @@ constexpr int kThreads = 32;
 
 }  // namespace
 
-json NodesJson(const ClusterView& view) {
+json NodesJson(const std::vector<const NodeView*>& view) {
   json nodes = json::array();
-  for (const NodeView* v : view.Nodes()) {
+  for (const NodeView* v : view) {
     json cards = json::array();
     for (const CardState& c : v->state.cards) {
       cards.push_back({{"index", c.card.index},
@@ -165,7 +165,7 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
     res.set_content(metrics_.Render(*cache_.Snapshot()), "text/plain; version=0.0.4");
   });
   s.Get("/v1/nodes", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(NodesJson(*cache_.Snapshot()).dump(), kJson);
+    res.set_content(NodesJson(cache_.Snapshot()->Nodes()).dump(), kJson);
   });
 
   port_ = port == 0 ? s.bind_to_any_port(host) : (s.bind_to_port(host, port) ? port : -1);

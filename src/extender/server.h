@@ -23,8 +23,8 @@ class Server;
 
 namespace mgpu::extender {
 
-// The read-only per-card view served at GET /v1/nodes.
-nlohmann::json NodesJson(const ClusterView& view);
+// The read-only per-card view served at GET /v1/nodes, of `nodes` (ClusterView::Nodes(), or some of them).
+nlohmann::json NodesJson(const std::vector<const NodeView*>& nodes);
 
 class HttpServer {
  public:

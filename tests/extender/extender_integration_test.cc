@@ -208,7 +208,7 @@ TEST_F(ExtenderIntegration, BurstOfConcurrentBindsNeverOvercommitsAndRestartRebu
   plugins.join();
   const auto cards_of = [](Daemon& d) {
     json out = json::object();
-    for (const json& node : NodesJson(*d.cache().Snapshot())["nodes"])
+    for (const json& node : NodesJson(d.cache().Snapshot()->Nodes())["nodes"])
       out[node["name"].get<std::string>()] = node["cards"];
     return out;
   };

@@ -158,7 +158,7 @@ Status LocalCluster::StartExtender() {
         if (!extender_->Ready()) return false;
         std::shared_ptr<const extender::ClusterView> view = extender_->cache().Snapshot();
         for (const auto& node : nodes_)
-          if (!view->contains(node->spec.name)) return false;
+          if (!view->Find(node->spec.name)) return false;
         return true;
       },
       kStartTimeout);
