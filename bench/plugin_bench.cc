@@ -7,6 +7,7 @@
 //  - Plugin start to registered (all three resources) and to streaming (the kubelet holds the three lists),
 //    and the same after a kubelet restart (from kubelet.sock's return).
 // Run: build/bench/mgpu_plugin_bench [--calls N] [--restarts N]   (defaults 300 and 5)
+#include <grpc/grpc.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -271,6 +272,9 @@ int Main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--restarts") == 0) restarts = std::max(1, std::atoi(argv[i + 1]));
   }
   spdlog::set_level(spdlog::level::warn);
+  // Holds gRPC's library open for the whole run: otherwise the last server of one measurement shuts the
+  // library down, which may stall for seconds, and the next one starts it again.
+  grpc_init();
   std::printf("machine: %u CPUs, %s\n\n", std::thread::hardware_concurrency(), CpuModel().c_str());
   ListAndWatchBytes();
   std::printf(

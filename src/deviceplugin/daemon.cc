@@ -48,6 +48,7 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   }
   kube::ClientOptions options;
   options.user_agent = "mgpu-device-plugin";
+  options.request_timeout = std::chrono::seconds(10);  // bounds what a refused kubelet call waits on
   auto client = kube::Client::Create(std::move(cluster), options);
   if (!client.ok()) return client.error();
   client_ = std::move(*client);

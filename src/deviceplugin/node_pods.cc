@@ -13,28 +13,15 @@ namespace {
 
 using nlohmann::json;
 
-const json* At(const json& object, const char* key) {
-  if (!object.is_object()) return nullptr;
-  auto it = object.find(key);
-  return it == object.end() ? nullptr : &*it;
-}
-
-std::string StringAt(const json& object, const char* key) {
-  const json* v = At(object, key);
-  return v && v->is_string() ? v->get<std::string>() : std::string();
-}
-
 // Containers with a containerID, or running or terminated: the kubelet admitted them long ago.
 std::set<std::string> StartedContainers(const json& pod) {
   std::set<std::string> out;
-  const json* status = At(pod, "status");
   for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
-    const json* statuses = status ? At(*status, list) : nullptr;
+    const json* statuses = kube::FindPath(pod, {"status", list});
     if (!statuses || !statuses->is_array()) continue;
     for (const json& s : *statuses) {
-      const json* state = At(s, "state");
-      const bool ran = state && (At(*state, "running") || At(*state, "terminated"));
-      if (!StringAt(s, "containerID").empty() || ran) out.insert(StringAt(s, "name"));
+      const bool ran = kube::FindPath(s, {"state", "running"}) || kube::FindPath(s, {"state", "terminated"});
+      if (!kube::StringAt(s, {"containerID"}).empty() || ran) out.insert(kube::StringAt(s, {"name"}));
     }
   }
   return out;
@@ -67,8 +54,7 @@ NodePod ReadNodePod(const json& pod, const Config& config) {
   out.key = kube::MetadataString(pod, "namespace") + "/" + kube::MetadataString(pod, "name");
   out.uid = kube::MetadataString(pod, "uid");
   out.resource_version = kube::MetadataString(pod, "resourceVersion");
-  const json* status = At(pod, "status");
-  const std::string phase = status ? StringAt(*status, "phase") : "";
+  const std::string phase = kube::StringAt(pod, {"status", "phase"});
   const bool deleting = !kube::MetadataString(pod, "deletionTimestamp").empty();
   out.active = phase != "Succeeded" && phase != "Failed" && !deleting;
   out.started = StartedContainers(pod);

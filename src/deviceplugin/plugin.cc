@@ -23,7 +23,10 @@ namespace {
 
 constexpr const char* kKubeletSocket = "kubelet.sock";
 constexpr auto kRegisterTimeout = std::chrono::seconds(10);
-constexpr auto kRegisterRetry = std::chrono::seconds(5);
+// A failed registration is retried after 100 ms, then twice as long each time, up to 5 s: the kubelet
+// creates kubelet.sock a moment before it listens on it.
+constexpr auto kFirstRegisterRetry = std::chrono::milliseconds(100);
+constexpr auto kMaxRegisterRetry = std::chrono::milliseconds(5000);
 // Preferences remembered per resource until their Allocate (the kubelet admits one container at a time).
 constexpr size_t kMaxMatches = 64;
 // How often a ListAndWatch stream notices its kubelet has gone.
@@ -330,10 +333,10 @@ bool DevicePlugin::RegisterAll() {
 
 void DevicePlugin::WatchKubelet() {
   alignas(inotify_event) char buffer[4096];
+  auto retry = kFirstRegisterRetry;
   while (true) {
     pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-    const int timeout =
-        registered_ ? -1 : static_cast<int>(std::chrono::milliseconds(kRegisterRetry).count());
+    const int timeout = registered_ ? -1 : static_cast<int>(retry.count());
     const int n = poll(fds, 2, timeout);
     if (n < 0 && errno != EINTR) {
       spdlog::error("watching {} failed: {}", config_.device_plugin.device_plugin_dir, std::strerror(errno));
@@ -359,9 +362,10 @@ void DevicePlugin::WatchKubelet() {
         spdlog::error("cannot serve again after the kubelet restarted: {}", s.message());
         continue;
       }
+      retry = kFirstRegisterRetry;
       RegisterAll();
     } else if (n == 0 && !registered_ && serving_) {
-      RegisterAll();
+      retry = RegisterAll() ? kFirstRegisterRetry : std::min(2 * retry, kMaxRegisterRetry);
     }
   }
 }

@@ -188,6 +188,22 @@ std::string MetadataString(const Json& object, const char* key) {
   return value != metadata->end() && value->is_string() ? value->get<std::string>() : "";
 }
 
+const Json* FindPath(const Json& object, std::initializer_list<const char*> path) {
+  const Json* at = &object;
+  for (const char* key : path) {
+    if (!at->is_object()) return nullptr;
+    auto it = at->find(key);
+    if (it == at->end()) return nullptr;
+    at = &*it;
+  }
+  return at;
+}
+
+std::string StringAt(const Json& object, std::initializer_list<const char*> path) {
+  const Json* value = FindPath(object, path);
+  return value && value->is_string() ? value->get<std::string>() : "";
+}
+
 ApiResult ApiResult::Failure(int http_status, std::string reason, std::string message) {
   ApiResult r;
   r.failed_ = true;

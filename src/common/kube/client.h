@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,6 +62,11 @@ std::string ResourcePath(const Resource& resource, std::string_view ns, std::str
 
 // metadata.<key> of an object when it is a string ("name", "namespace", "uid", "resourceVersion"), else "".
 std::string MetadataString(const Json& object, const char* key);
+
+// The value at `path` (keys of nested objects), or null when a step is missing or not an object.
+const Json* FindPath(const Json& object, std::initializer_list<const char*> path);
+// The string at `path`, or "" when it is missing or not a string.
+std::string StringAt(const Json& object, std::initializer_list<const char*> path);
 
 // The outcome of one API call.
 class [[nodiscard]] ApiResult {

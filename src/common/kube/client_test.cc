@@ -69,6 +69,18 @@ class ClientTest : public ::testing::Test {
   std::unique_ptr<Client> client_;
 };
 
+TEST(JsonPath, FindsNestedFieldsAndToleratesAnyShape) {
+  const Json pod = {{"status", {{"phase", "Running"}, {"count", 3}}}, {"spec", Json::array()}};
+  EXPECT_EQ(StringAt(pod, {"status", "phase"}), "Running");
+  EXPECT_EQ(StringAt(pod, {"status", "count"}), "");
+  EXPECT_EQ(StringAt(pod, {"spec", "nodeName"}), "");
+  EXPECT_EQ(StringAt(Json("text"), {"status"}), "");
+  ASSERT_NE(FindPath(pod, {"status", "count"}), nullptr);
+  EXPECT_EQ(*FindPath(pod, {"status", "count"}), 3);
+  EXPECT_EQ(FindPath(pod, {"status", "phase", "deeper"}), nullptr);
+  EXPECT_EQ(FindPath(pod, {}), &pod);
+}
+
 TEST_F(ClientTest, GetAndListNodes) {
   ASSERT_TRUE(fake_->Create("nodes", Node("node-a", {{"gpu", "true"}})).ok());
   ASSERT_TRUE(fake_->Create("nodes", Node("node-b")).ok());
