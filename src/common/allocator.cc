@@ -228,11 +228,7 @@ bool Place(const NodeState& node, const PodRequest& pod, const WorkloadModel* wo
   return true;
 }
 
-Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod, const WorkloadModel* workload) {
-  Placement placed;
-  if (!Place(node, pod, workload, placed)) {
-    return Error{WhyNot(node, placed.usage, pod, pod.containers[placed.failed_container], placed.feasible)};
-  }
+Assignment AssignmentOf(const NodeState& node, const PodRequest& pod, const Placement& placed) {
   Assignment out;
   auto position = placed.positions.begin();
   for (const ContainerRequest& c : pod.containers) {
@@ -241,6 +237,14 @@ Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod, con
     out.containers.push_back(std::move(ca));
   }
   return out;
+}
+
+Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod, const WorkloadModel* workload) {
+  Placement placed;
+  if (!Place(node, pod, workload, placed)) {
+    return Error{WhyNot(node, placed.usage, pod, pod.containers[placed.failed_container], placed.feasible)};
+  }
+  return AssignmentOf(node, pod, placed);
 }
 
 Status Apply(NodeState& node, const PodRequest& pod, const Assignment& assignment) {

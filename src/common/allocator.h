@@ -41,6 +41,9 @@ struct Placement {
 // card index. Returns whether the pod fits; `out` says where.
 bool Place(const NodeState& node, const PodRequest& pod, const WorkloadModel* workload, Placement& out);
 
+// The cards a successful Place() chose, as an Assignment.
+Assignment AssignmentOf(const NodeState& node, const PodRequest& pod, const Placement& placed);
+
 // Place() as an Assignment, or a sentence a person can act on ("no card can take ...: best card ... has
 // ...").
 Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod,

@@ -7,22 +7,16 @@
 
 #include "common/allocator.h"
 #include "common/codec.h"
+#include "common/kube/client.h"
 
 namespace mgpu::extender {
 namespace {
 
 using nlohmann::json;
 
-std::string StringAt(const json& object, const char* outer, const char* inner) {
-  auto o = object.find(outer);
-  if (o == object.end() || !o->is_object()) return "";
-  auto i = o->find(inner);
-  return i != o->end() && i->is_string() ? i->get<std::string>() : "";
-}
-
 std::string KeyOf(const json& object) {
-  std::string ns = StringAt(object, "metadata", "namespace");
-  return (ns.empty() ? "default" : ns) + "/" + StringAt(object, "metadata", "name");
+  std::string ns = kube::StringAt(object, {"metadata", "namespace"});
+  return (ns.empty() ? "default" : ns) + "/" + kube::StringAt(object, {"metadata", "name"});
 }
 
 int64_t SystemNowNs() {
@@ -97,7 +91,7 @@ ClusterCache::ClusterCache(Config config, WorkloadLookup workload, Clock now_ns)
       now_ns_(now_ns ? std::move(now_ns) : SystemNowNs) {}
 
 void ClusterCache::UpsertNode(const json& node) {
-  const std::string name = StringAt(node, "metadata", "name");
+  const std::string name = kube::StringAt(node, {"metadata", "name"});
   if (name.empty()) return;
   const Annotations annotations = AnnotationsOf(node);
   const std::string& key = config_.Names().gpu_inventory;
@@ -129,7 +123,7 @@ void ClusterCache::UpsertNode(const json& node) {
 }
 
 void ClusterCache::DeleteNode(const json& node) {
-  const std::string name = StringAt(node, "metadata", "name");
+  const std::string name = kube::StringAt(node, {"metadata", "name"});
   std::lock_guard lock(mu_);
   nodes_.erase(name);
   view_.Set(name, nullptr);
@@ -142,8 +136,8 @@ std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const json& pod) {
   const std::string key = KeyOf(pod);
   PodEntry entry;
   entry.placed.key = key;
-  entry.placed.uid = StringAt(pod, "metadata", "uid");
-  entry.node = StringAt(pod, "spec", "nodeName");
+  entry.placed.uid = kube::StringAt(pod, {"metadata", "uid"});
+  entry.node = kube::StringAt(pod, {"spec", "nodeName"});
   bool have = false;
   if (auto it = annotations.find(names.gpu_allocated); it != annotations.end()) {
     Result<Assignment> allocated = DecodeAssignment(it->second);
@@ -177,7 +171,7 @@ std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const json& pod) {
     return std::nullopt;
   }
   entry.placed.request = std::move(*request);
-  const std::string phase = StringAt(pod, "status", "phase");
+  const std::string phase = kube::StringAt(pod, {"status", "phase"});
   entry.counts_when_fresh = !entry.node.empty() && phase != "Succeeded" && phase != "Failed";
   return entry;
 }
@@ -185,8 +179,8 @@ std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const json& pod) {
 void ClusterCache::UpsertPod(const json& pod) {
   std::optional<PodEntry> entry = ToEntry(pod);
   const std::string key = KeyOf(pod);
-  const std::string uid = StringAt(pod, "metadata", "uid");
-  const std::string phase = StringAt(pod, "status", "phase");
+  const std::string uid = kube::StringAt(pod, {"metadata", "uid"});
+  const std::string phase = kube::StringAt(pod, {"status", "phase"});
   std::lock_guard lock(mu_);
   const std::set<std::string> old_nodes = NodesOfLocked(key);
   if (entry)
@@ -205,7 +199,7 @@ void ClusterCache::UpsertPod(const json& pod) {
 
 void ClusterCache::DeletePod(const json& pod) {
   const std::string key = KeyOf(pod);
-  const std::string uid = StringAt(pod, "metadata", "uid");
+  const std::string uid = kube::StringAt(pod, {"metadata", "uid"});
   std::lock_guard lock(mu_);
   const std::set<std::string> old_nodes = NodesOfLocked(key);
   pods_.erase(key);

@@ -91,14 +91,14 @@ int Run(int argc, char** argv) {
     std::string reasons;
     Placement placement;
     for (NodeState& node : *nodes) {
-      auto a = ChooseCards(node, *req);
-      if (!a.ok()) {
-        reasons += "\n          " + node.name + ": " + a.message();
+      if (!Place(node, *req, nullptr, placement)) {
+        reasons += "\n          " + node.name + ": " + ChooseCards(node, *req).message();
         continue;
       }
-      Place(node, *req, nullptr, placement);
       const double cost = PlacementCost(node, *req, placement, req->node_policy);
-      if (!best || cost < best_cost) best = &node, best_cost = cost, best_assignment = *a;
+      if (!best || cost < best_cost) {
+        best = &node, best_cost = cost, best_assignment = AssignmentOf(node, *req, placement);
+      }
     }
     if (!best) {
       std::cout << "PENDING   " << key << " fits no node:" << reasons << "\n";

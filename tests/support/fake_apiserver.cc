@@ -67,15 +67,6 @@ Outcome Conflict(const KindInfo& kind, const std::string& name) {
           "\": the object has been modified; please apply your changes to the latest version and try again");
 }
 
-std::string NowRfc3339() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
-}
-
 std::string RandomHex(size_t n) {
   static std::mutex mu;
   static std::mt19937_64 rng{std::random_device{}()};
@@ -390,7 +381,7 @@ Outcome FakeApiServer::CreateLocked(const std::string& resource, const std::stri
   object["apiVersion"] = kind->group_version;
   object["kind"] = kind->kind;
   metadata["uid"] = NewUid();
-  metadata["creationTimestamp"] = NowRfc3339();
+  metadata["creationTimestamp"] = kube::NowRfc3339();
   metadata["resourceVersion"] = std::to_string(++rv_);
   store[Key(ns, name)] = object;
   RecordLocked(resource, "ADDED", object, nullptr);

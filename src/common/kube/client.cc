@@ -49,15 +49,6 @@ void AddSelectors(std::string& path, const ListOptions& options) {
   if (!options.field_selector.empty()) AddQuery(path, "fieldSelector", options.field_selector);
 }
 
-std::string NowRfc3339() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
-}
-
 // The API server's Status.reason and message from an error body, or a snippet of a body that is not a Status.
 std::pair<std::string, std::string> StatusOf(const std::string& body) {
   Json status = Json::parse(body, nullptr, false);
@@ -186,6 +177,15 @@ std::string MetadataString(const Json& object, const char* key) {
   if (metadata == object.end() || !metadata->is_object()) return "";
   auto value = metadata->find(key);
   return value != metadata->end() && value->is_string() ? value->get<std::string>() : "";
+}
+
+std::string NowRfc3339() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
 }
 
 const Json* FindPath(const Json& object, std::initializer_list<const char*> path) {

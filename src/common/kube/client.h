@@ -63,6 +63,9 @@ std::string ResourcePath(const Resource& resource, std::string_view ns, std::str
 // metadata.<key> of an object when it is a string ("name", "namespace", "uid", "resourceVersion"), else "".
 std::string MetadataString(const Json& object, const char* key);
 
+// The current UTC time as the API server writes timestamps ("2026-11-23T06:53:35Z").
+std::string NowRfc3339();
+
 // The value at `path` (keys of nested objects), or null when a step is missing or not an object.
 const Json* FindPath(const Json& object, std::initializer_list<const char*> path);
 // The string at `path`, or "" when it is missing or not a string.
