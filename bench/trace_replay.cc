@@ -14,7 +14,7 @@
 // paper's default.
 //
 //   build/bench/mgpu_trace_replay [--traces default,gpushare40] [--policies bestfit,binpack] [--seeds 10]
-//                                 [--trace-dir DIR] [--threads 2] [--limit N]
+//                                 [--first-seed 42] [--trace-dir DIR] [--threads 2] [--limit N]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -132,6 +132,10 @@ PodRequest RequestOf(const TracePod& p) {
   r.namespace_name = "openb";
   r.name = p.name;
   r.cpu_milli = p.cpu_milli;
+  r.host_memory_mib = p.memory_mib;
+  r.gpu_models = p.models;
+  std::sort(r.gpu_models.begin(), r.gpu_models.end());
+  r.gpu_models.erase(std::unique(r.gpu_models.begin(), r.gpu_models.end()), r.gpu_models.end());
   if (p.num_gpu == 0) return r;
   const int per_card = p.num_gpu > 1 ? 100 : std::clamp((p.gpu_milli + 5) / 10, 1, 100);
   r.containers.push_back(ContainerRequest{"main", false, per_card * p.num_gpu, 0, 0, p.num_gpu});
@@ -241,6 +245,7 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
     }
     nodes.push_back(SimNode{&t, MakeNodeState(t.name, inv, Config()), t.cpu_milli, t.memory_mib});
     nodes.back().gpu.cpu_free_milli = t.cpu_milli;
+    nodes.back().gpu.host_memory_free_mib = t.memory_mib;
   }
 
   RunResult out;
@@ -305,6 +310,7 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
       n.cpu_left -= p.cpu_milli;
       n.memory_left -= p.memory_mib;
       n.gpu.cpu_free_milli = n.cpu_left;
+      n.gpu.host_memory_free_mib = n.memory_left;
       if (req.AsksForGpu()) {
         auto a = policy == Policy::kRandom ? RandomCard(n.gpu, req, rng) : ChooseCards(n.gpu, req, &workload);
         if (!a.ok() || !Apply(n.gpu, req, *a).ok()) {
@@ -375,6 +381,7 @@ int Main(int argc, char** argv) {
                                      "multigpu20", "multigpu40", "gpuspec10", "gpuspec20"};
   std::vector<std::pair<Policy, std::string>> policies = kPolicies;
   int seeds = 10;
+  int first_seed = 42;
   size_t limit = 0;
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   for (int i = 1; i < argc; ++i) {
@@ -386,6 +393,8 @@ int Main(int argc, char** argv) {
       traces = Split(value, ',');
     else if (arg == "--seeds")
       seeds = std::stoi(value);
+    else if (arg == "--first-seed")
+      first_seed = std::stoi(value);
     else if (arg == "--limit")
       limit = std::stoul(value);
     else if (arg == "--threads")
@@ -402,15 +411,15 @@ int Main(int argc, char** argv) {
     } else {
       std::cerr
           << "usage: mgpu_trace_replay [--traces a,b] [--policies random,bestfit,packing,binpack,spread] "
-             "[--seeds N] [--trace-dir DIR] [--threads N] [--limit PODS]\n";
+             "[--seeds N] [--first-seed S] [--trace-dir DIR] [--threads N] [--limit PODS]\n";
       return 2;
     }
     ++i;
   }
   const auto nodes = LoadNodes(dir);
   const auto published = LoadPublished(dir);
-  std::printf("openb trace replay: %zu nodes, seeds 42..%d, gpu_milli rounded to whole mgpu-core percent\n",
-              nodes.size(), 41 + seeds);
+  std::printf("openb trace replay: %zu nodes, seeds %d..%d, gpu_milli rounded to whole mgpu-core percent\n",
+              nodes.size(), first_seed, first_seed + seeds - 1);
   std::printf("%-11s %-13s %16s %16s %9s %9s  %-28s %9s %9s\n", "trace", "policy", "unalloc@100 %",
               "unalloc@130 %", "paper@100", "FGD@100", "failed pods (cpu/share/1/multi)", "p50 us", "p99 us");
   for (const std::string& trace : traces) {
@@ -422,7 +431,7 @@ int Main(int argc, char** argv) {
     };
     std::vector<Job> jobs;
     for (const auto& [policy, name] : policies) {
-      for (int s = 0; s < seeds; ++s) jobs.push_back({policy, static_cast<uint32_t>(42 + s), {}});
+      for (int s = 0; s < seeds; ++s) jobs.push_back({policy, static_cast<uint32_t>(first_seed + s), {}});
     }
     std::atomic<size_t> next{0};
     std::vector<std::thread> pool;

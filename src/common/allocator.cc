@@ -165,8 +165,22 @@ NodeState MakeNodeState(std::string name, const NodeInventory& inventory, const 
     const int64_t usable = std::max<int64_t>(0, card.memory_mib - config.reserved_memory_mib);
     node.cards.push_back(CardState{card, usable / unit * unit, CardUsage{}});
   }
+  const auto first = std::min_element(inventory.cards.begin(), inventory.cards.end(),
+                                      [](const Card& a, const Card& b) { return a.index < b.index; });
+  if (first != inventory.cards.end()) node.product = LabelValue(first->model);
   return node;
 }
+
+namespace {
+
+// The node's free CPU and memory once `pod` is on it (unknown stays unknown), and its model.
+void After(const NodeState& node, const PodRequest& pod, NodeFree& out) {
+  out.cpu_milli = node.cpu_free_milli < 0 ? -1 : node.cpu_free_milli - pod.cpu_milli;
+  out.memory_mib = node.host_memory_free_mib < 0 ? -1 : node.host_memory_free_mib - pod.host_memory_mib;
+  out.product = node.product;
+}
+
+}  // namespace
 
 bool Place(const NodeState& node, const PodRequest& pod, const WorkloadModel* workload, Placement& out) {
   // Later containers see the earlier ones' cards as taken.
@@ -175,9 +189,10 @@ bool Place(const NodeState& node, const PodRequest& pod, const WorkloadModel* wo
   out.positions.clear();
   const bool fragmentation = pod.card_policy == CardPolicy::kFragmentation && pod.qos == Qos::kOnline &&
                              workload != nullptr && !workload->Empty();
-  const int64_t cpu_after = node.cpu_free_milli < 0 ? -1 : node.cpu_free_milli - pod.cpu_milli;
   std::vector<Placement::Candidate>& fits = out.candidates;
-  std::vector<int>& free = out.free_core;  // for the fragmentation policy: online core left per card
+  NodeFree& after = out.free;  // for the fragmentation policy: what the node has left with the pod on it
+  if (fragmentation) After(node, pod, after);
+  std::vector<int>& free = after.core;
   for (size_t k = 0; k < pod.containers.size(); ++k) {
     const ContainerRequest& c = pod.containers[k];
     const Holder h = HolderOf(pod, c);
@@ -197,7 +212,7 @@ bool Place(const NodeState& node, const PodRequest& pod, const WorkloadModel* wo
       double key = pod.card_policy == CardPolicy::kSpread ? -free_after : free_after;
       if (fragmentation) {
         free[i] -= amount.core;
-        key = workload->Fragmentation(free, cpu_after);
+        key = workload->Fragmentation(after);
         free[i] += amount.core;
       }
       fits.push_back({key, free_after, card.card.index, static_cast<int>(i)});
@@ -324,13 +339,16 @@ double PlacementCostOf(const NodeState& node, const PodRequest& pod, Placement& 
   const double fullness = healthy > 0 ? std::min(1.0, used / healthy) : 0.0;
   if (policy == NodePolicy::kSpread) return fullness;
   if (policy == NodePolicy::kFragmentation && workload != nullptr && !workload->Empty()) {
-    std::vector<int>& free = placed.free_core;
-    FreeCore(node, nullptr, free);
-    const double before = workload->Fragmentation(free, node.cpu_free_milli);
-    FreeCore(node, &placed.usage, free);
-    const int64_t cpu_after = node.cpu_free_milli < 0 ? -1 : node.cpu_free_milli - pod.cpu_milli;
+    NodeFree& free = placed.free;
+    free.cpu_milli = node.cpu_free_milli;
+    free.memory_mib = node.host_memory_free_mib;
+    free.product = node.product;
+    FreeCore(node, nullptr, free.core);
+    const double before = workload->Fragmentation(free);
+    After(node, pod, free);
+    FreeCore(node, &placed.usage, free.core);
     // Growths within a step are alike (the workload model is an estimate); among them the fuller node wins.
-    const double growth = workload->Fragmentation(free, cpu_after) - before;
+    const double growth = workload->Fragmentation(free) - before;
     return std::round(growth / kFragmentationStep) - 1e-3 * fullness;
   }
   return -fullness;

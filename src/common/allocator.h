@@ -32,7 +32,7 @@ struct Placement {
     int position;
   };
   std::vector<Candidate> candidates;
-  std::vector<int> free_core;
+  NodeFree free;
 };
 
 // Chooses cards for every GPU container of `pod` by the pod's card policy: binpack takes the feasible cards

@@ -14,90 +14,131 @@ void WorkloadModel::Age() {
   increment_ = 1.0;
 }
 
-void WorkloadModel::Add(int core_per_card, int cards, int64_t cpu_milli) {
-  Age();
-  auto it = std::find_if(shapes_.begin(), shapes_.end(), [&](const Shape& s) {
-    return s.core_per_card == core_per_card && s.cards == cards && s.cpu_milli == cpu_milli;
-  });
-  if (it == shapes_.end()) {
-    shapes_.push_back({core_per_card, cards, cpu_milli, increment_});
-  } else {
-    it->weight += increment_;
-  }
-  total_ += increment_;
-}
-
 void WorkloadModel::Observe(const PodRequest& pod) {
   if (pod.qos != Qos::kOnline) return;
   if (pod.containers.empty()) return;
-  for (const ContainerRequest& c : pod.containers)
-    Add(std::clamp(c.CorePerCard(), 1, 100), c.card_count, pod.cpu_milli);
+  for (const ContainerRequest& c : pod.containers) {
+    Age();
+    Shape shape{std::clamp(c.CorePerCard(), 1, 100),
+                c.card_count,
+                pod.cpu_milli,
+                pod.host_memory_mib,
+                pod.gpu_models,
+                increment_};
+    auto it = std::find_if(shapes_.begin(), shapes_.end(), [&](const Shape& s) {
+      return s.core_per_card == shape.core_per_card && s.cards == shape.cards &&
+             s.cpu_milli == shape.cpu_milli && s.memory_mib == shape.memory_mib && s.models == shape.models;
+    });
+    if (it == shapes_.end()) {
+      shapes_.push_back(std::move(shape));
+    } else {
+      it->weight += increment_;
+    }
+    total_ += increment_;
+  }
   Rebuild();
 }
 
 void WorkloadModel::Rebuild() {
-  cpu_steps_.clear();
-  multi_.clear();
+  models_.clear();
+  double cpu = 0, memory = 0, core = 0;
   for (const Shape& s : shapes_) {
-    if (s.cards == 1) {
-      cpu_steps_.push_back(s.cpu_milli);
-    } else {
-      multi_.push_back({s.core_per_card, s.cards, s.cpu_milli, s.weight / total_});
-    }
+    models_.insert(models_.end(), s.models.begin(), s.models.end());
+    cpu += s.weight * static_cast<double>(s.cpu_milli);
+    memory += s.weight * static_cast<double>(s.memory_mib);
+    core += s.weight * s.core_per_card * s.cards;
   }
-  std::sort(cpu_steps_.begin(), cpu_steps_.end());
-  cpu_steps_.erase(std::unique(cpu_steps_.begin(), cpu_steps_.end()), cpu_steps_.end());
-  const size_t steps = cpu_steps_.size();
-  // Row j: the one-card shapes whose CPU is among the j smallest asks, by core needed.
-  std::vector<std::vector<double>> by_core(steps + 1, std::vector<double>(101, 0.0));
-  cpu_short_.assign(steps + 1, 0.0);
-  for (const Shape& s : shapes_) {
-    if (s.cards != 1) continue;
-    const size_t step =
-        std::lower_bound(cpu_steps_.begin(), cpu_steps_.end(), s.cpu_milli) - cpu_steps_.begin();
-    const double w = s.weight / total_;
-    for (size_t j = step + 1; j <= steps; ++j) by_core[j][s.core_per_card] += w;
-    for (size_t j = 0; j <= step; ++j) cpu_short_[j] += w;
-  }
-  single_above_.assign(steps + 1, std::vector<double>(102, 0.0));
-  for (size_t j = 0; j <= steps; ++j) {
-    for (int f = 99; f >= 0; --f) single_above_[j][f] = single_above_[j][f + 1] + by_core[j][f + 1];
-  }
+  std::sort(models_.begin(), models_.end());
+  models_.erase(std::unique(models_.begin(), models_.end()), models_.end());
+  cpu_per_core_ = cpu / core;
+  memory_per_core_ = memory / core;
+  tables_.clear();
+  for (const std::string& m : models_) tables_.push_back(BuildTable(m));
+  tables_.push_back(BuildTable({}));
 }
 
-double WorkloadModel::Fragmentation(const std::vector<int>& free, int64_t cpu_free_milli) const {
+WorkloadModel::Table WorkloadModel::BuildTable(std::string_view model) const {
+  const auto usable = [&](const Shape& s) {
+    return s.models.empty() || std::find(s.models.begin(), s.models.end(), model) != s.models.end();
+  };
+  Table t;
+  for (const Shape& s : shapes_) {
+    if (!usable(s)) {
+      t.unusable += s.weight / total_;
+    } else if (s.cards == 1) {
+      t.cpu_steps.push_back(s.cpu_milli);
+    } else {
+      t.multi.push_back(s);
+      t.multi.back().weight /= total_;
+    }
+  }
+  std::sort(t.cpu_steps.begin(), t.cpu_steps.end());
+  t.cpu_steps.erase(std::unique(t.cpu_steps.begin(), t.cpu_steps.end()), t.cpu_steps.end());
+  const size_t steps = t.cpu_steps.size();
+  // Row j: the one-card shapes whose CPU is among the j smallest asks, by core needed.
+  std::vector<std::vector<double>> by_core(steps + 1, std::vector<double>(101, 0.0));
+  t.cpu_short.assign(steps + 1, 0.0);
+  for (const Shape& s : shapes_) {
+    if (s.cards != 1 || !usable(s)) continue;
+    const size_t step =
+        std::lower_bound(t.cpu_steps.begin(), t.cpu_steps.end(), s.cpu_milli) - t.cpu_steps.begin();
+    const double w = s.weight / total_;
+    for (size_t j = step + 1; j <= steps; ++j) by_core[j][s.core_per_card] += w;
+    for (size_t j = 0; j <= step; ++j) t.cpu_short[j] += w;
+  }
+  t.single_above.assign(steps + 1, std::vector<double>(102, 0.0));
+  for (size_t j = 0; j <= steps; ++j) {
+    for (int f = 99; f >= 0; --f) t.single_above[j][f] = t.single_above[j][f + 1] + by_core[j][f + 1];
+  }
+  return t;
+}
+
+const WorkloadModel::Table& WorkloadModel::TableFor(std::string_view product) const {
+  auto it = std::lower_bound(models_.begin(), models_.end(), product);
+  return it != models_.end() && *it == product ? tables_[it - models_.begin()] : tables_.back();
+}
+
+double WorkloadModel::Fragmentation(const NodeFree& node) const {
   if (total_ == 0) return 0;
+  const Table& t = TableFor(node.product);
   const size_t j =
-      cpu_free_milli < 0
-          ? cpu_steps_.size()
-          : std::upper_bound(cpu_steps_.begin(), cpu_steps_.end(), cpu_free_milli) - cpu_steps_.begin();
-  const std::vector<double>& above = single_above_[j];
+      node.cpu_milli < 0
+          ? t.cpu_steps.size()
+          : std::upper_bound(t.cpu_steps.begin(), t.cpu_steps.end(), node.cpu_milli) - t.cpu_steps.begin();
+  const std::vector<double>& above = t.single_above[j];
   double frag = 0;
   int total_free = 0;
-  for (int f : free) {
+  for (int f : node.core) {
     frag += f * above[f];  // one-card shapes that need more core than this card has
     total_free += f;
   }
-  frag += cpu_short_[j] * total_free;  // one-card shapes the node's CPU cannot take
-  for (const Shape& s : multi_) {
+  frag += (t.cpu_short[j] + t.unusable) * total_free;  // one-card shapes short of CPU; shapes of other models
+  for (const Shape& s : t.multi) {
     int fits = 0, lost = 0;
-    for (int f : free) {
+    for (int f : node.core) {
       if (f >= s.core_per_card) {
         ++fits;
       } else {
         lost += f;
       }
     }
-    const bool short_cpu = cpu_free_milli >= 0 && cpu_free_milli < s.cpu_milli;
+    const bool short_cpu = node.cpu_milli >= 0 && node.cpu_milli < s.cpu_milli;
     frag += s.weight * (fits < s.cards || short_cpu ? total_free : lost);
   }
+  // Free core the node's CPU or memory could not feed at the workload's ratios.
+  double feedable = total_free;
+  if (node.cpu_milli >= 0 && cpu_per_core_ > 0)
+    feedable = std::min(feedable, static_cast<double>(node.cpu_milli) / cpu_per_core_);
+  if (node.memory_mib >= 0 && memory_per_core_ > 0)
+    feedable = std::min(feedable, static_cast<double>(node.memory_mib) / memory_per_core_);
+  frag += std::max(0.0, total_free - feedable);
   return frag;
 }
 
 double WorkloadModel::Fragmentation(const NodeState& node) const {
-  std::vector<int> free;
-  FreeCore(node, nullptr, free);
-  return Fragmentation(free, node.cpu_free_milli);
+  NodeFree free{{}, node.cpu_free_milli, node.host_memory_free_mib, node.product};
+  FreeCore(node, nullptr, free.core);
+  return Fragmentation(free);
 }
 
 void FreeCore(const NodeState& node, const std::vector<CardUsage>* usage, std::vector<int>& out) {

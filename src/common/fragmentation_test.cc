@@ -18,10 +18,15 @@ PodRequest Online(int core, int cards = 1) {
   return p;
 }
 
+NodeFree Free(std::vector<int> core, int64_t cpu_milli, int64_t memory_mib = -1,
+              std::string_view product = "") {
+  return NodeFree{std::move(core), cpu_milli, memory_mib, product};
+}
+
 TEST(Fragmentation, NothingObservedMeansNoFragmentation) {
   WorkloadModel w;
   EXPECT_TRUE(w.Empty());
-  EXPECT_EQ(w.Fragmentation(std::vector<int>{30, 100}, -1), 0);
+  EXPECT_EQ(w.Fragmentation(Free({30, 100}, -1)), 0);
 }
 
 TEST(Fragmentation, FreeCoreTooSmallForTheWorkloadIsLost) {
@@ -29,37 +34,77 @@ TEST(Fragmentation, FreeCoreTooSmallForTheWorkloadIsLost) {
   w.Observe(Online(50));
   EXPECT_FALSE(w.Empty());
   // Only 50 % pods come: 40 free on a card is lost, 60 and 100 are usable.
-  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{40, 60, 100}, -1), 40);
+  EXPECT_DOUBLE_EQ(w.Fragmentation(Free({40, 60, 100}, -1)), 40);
   w.Observe(Online(70));  // now half 50 %, half 70 %
-  EXPECT_NEAR(w.Fragmentation(std::vector<int>{40, 60, 100}, -1), 40 + 0.5 * 60, 0.05);
+  EXPECT_NEAR(w.Fragmentation(Free({40, 60, 100}, -1)), 40 + 0.5 * 60, 0.05);
 }
 
 TEST(Fragmentation, MultiCardShapesLoseTheWholeNodeWhenTooFewCardsFit) {
   WorkloadModel w;
-  w.Observe(Online(200, 2));                                                       // two whole cards
-  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{100, 100, 30}, -1), 30);       // partial card lost
-  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{100, 50, 30}, -1), 180);       // nothing fits: all lost
-  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{100, 100, 100, 100}, -1), 0);  // all usable
+  w.Observe(Online(200, 2));                                             // two whole cards
+  EXPECT_DOUBLE_EQ(w.Fragmentation(Free({100, 100, 30}, -1)), 30);       // partial card lost
+  EXPECT_DOUBLE_EQ(w.Fragmentation(Free({100, 50, 30}, -1)), 180);       // nothing fits: all lost
+  EXPECT_DOUBLE_EQ(w.Fragmentation(Free({100, 100, 100, 100}, -1)), 0);  // all usable
 }
 
 TEST(Fragmentation, ANodeShortOfCpuLosesAllItsFreeCore) {
   WorkloadModel w;
   PodRequest pod = Online(50);
-  pod.cpu_milli = 8000;
+  pod.cpu_milli = 8000;  // 160 milli per percent of core
   w.Observe(pod);
-  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{50, 100}, 16000), 0);
-  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{50, 100}, 4000), 150);
-  EXPECT_DOUBLE_EQ(w.Fragmentation(std::vector<int>{50, 100}, -1), 0);  // CPU unknown: never short
+  EXPECT_DOUBLE_EQ(w.Fragmentation(Free({50, 100}, 24000)), 0);
+  // Short of one pod's CPU: all 150 lost to the shape, and the 4000 feed only 25 of the 150.
+  EXPECT_DOUBLE_EQ(w.Fragmentation(Free({50, 100}, 4000)), 150 + 125);
+  EXPECT_DOUBLE_EQ(w.Fragmentation(Free({50, 100}, -1)), 0);  // CPU unknown: never short
   // Taking CPU from a node costs what its GPUs can then no longer serve.
   NodeState node = test::Node("n", 1, 24576);
-  node.cpu_free_milli = 10000;
+  node.cpu_free_milli = 24000;
   PodRequest cpu_only;
-  cpu_only.cpu_milli = 4000;  // leaves 6000: the 8000 shape no longer fits, 100 core lost
+  cpu_only.cpu_milli = 17000;  // leaves 7000: the 8000 shape no longer fits, 100 core lost
   const double short_cost = test::CostOf(node, cpu_only, NodePolicy::kFragmentation, &w);
-  cpu_only.cpu_milli = 2000;  // leaves 8000: nothing lost
+  cpu_only.cpu_milli = 2000;  // leaves 22000: nothing lost
   const double fine_cost = test::CostOf(node, cpu_only, NodePolicy::kFragmentation, &w);
   EXPECT_GT(short_cost, fine_cost + 1);
   EXPECT_NEAR(fine_cost, 0, 1e-9);
+}
+
+TEST(Fragmentation, FreeCoreTheNodesCpuOrMemoryCannotFeedIsLost) {
+  WorkloadModel w;
+  PodRequest pod = Online(100);
+  pod.cpu_milli = 10000;        // 100 cpu milli per percent of core
+  pod.host_memory_mib = 20000;  // 200 MiB per percent
+  w.Observe(pod);
+  EXPECT_DOUBLE_EQ(w.Fragmentation(Free({100, 100}, 20000, 40000)), 0);  // feeds both cards
+  // CPU for one and a half cards: half a card is stranded, and the node is not short of the shape's CPU.
+  EXPECT_DOUBLE_EQ(w.Fragmentation(Free({100, 100}, 15000, 40000)), 50);
+  // Memory for one card only: the scarcer of the two counts.
+  EXPECT_DOUBLE_EQ(w.Fragmentation(Free({100, 100}, 15000, 20000)), 100);
+  EXPECT_DOUBLE_EQ(w.Fragmentation(Free({100, 100}, -1, -1)), 0);  // unknown: never short
+  // So a CPU-only pod costs least where the CPU is plentiful for the free cards.
+  NodeState dense = test::Node("dense", 2, 24576), roomy = test::Node("roomy", 2, 24576);
+  dense.cpu_free_milli = 24000;
+  roomy.cpu_free_milli = 64000;
+  PodRequest cpu_only;
+  cpu_only.cpu_milli = 8000;
+  EXPECT_LT(test::CostOf(roomy, cpu_only, NodePolicy::kFragmentation, &w),
+            test::CostOf(dense, cpu_only, NodePolicy::kFragmentation, &w));
+}
+
+TEST(Fragmentation, ANodeOfAModelAShapeMayNotUseLosesAllItsFreeCoreToIt) {
+  WorkloadModel w;
+  PodRequest t4 = Online(50);
+  t4.gpu_models = {"T4"};
+  w.Observe(t4);
+  w.Observe(Online(50));
+  EXPECT_DOUBLE_EQ(w.Fragmentation(Free({100, 50}, -1, -1, "T4")), 0);
+  EXPECT_NEAR(w.Fragmentation(Free({100, 50}, -1, -1, "A100")), 0.5 * 150, 0.1);  // never named: other
+  // Unconstrained pods go where the constrained ones cannot: a T4 node's capacity is kept for them.
+  NodeState on_t4 = test::Node("t", 1, 24576), on_a100 = test::Node("a", 1, 24576);
+  on_t4.product = "T4";
+  on_a100.product = "A100";
+  PodRequest any = Online(50);
+  EXPECT_LT(test::CostOf(on_a100, any, NodePolicy::kFragmentation, &w),
+            test::CostOf(on_t4, any, NodePolicy::kFragmentation, &w));
 }
 
 TEST(Fragmentation, OlderShapesDecay) {
@@ -67,7 +112,7 @@ TEST(Fragmentation, OlderShapesDecay) {
   w.Observe(Online(80));
   for (int i = 0; i < 20; ++i) w.Observe(Online(20));
   // 80 % pods are all but forgotten: a 50 % card is almost fully usable.
-  EXPECT_LT(w.Fragmentation(std::vector<int>{50}, -1), 0.01);
+  EXPECT_LT(w.Fragmentation(Free({50}, -1)), 0.01);
 }
 
 TEST(Fragmentation, OfflinePodsAreNotTheOnlineWorkload) {

@@ -1,6 +1,8 @@
 #include "common/model.h"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <utility>
 
 namespace mgpu {
@@ -67,6 +69,17 @@ std::optional<CardPolicy> ParseCardPolicy(std::string_view text) { return ParseI
 std::optional<NodePolicy> ParseNodePolicy(std::string_view text) { return ParseIn(kNodePolicies, text); }
 std::optional<IsolationBackend> ParseIsolationBackend(std::string_view text) {
   return ParseIn(kIsolationBackends, text);
+}
+
+std::string LabelValue(std::string_view text) {
+  constexpr size_t kMaxLabelValue = 63;
+  const auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  std::string out;
+  for (char c : text) out.push_back(alnum(c) || c == '-' || c == '_' || c == '.' ? c : '-');
+  if (out.size() > kMaxLabelValue) out.resize(kMaxLabelValue);
+  const auto first = std::find_if(out.begin(), out.end(), alnum);
+  const auto last = std::find_if(out.rbegin(), out.rend(), alnum).base();
+  return first < last ? std::string(first, last) : std::string();
 }
 
 const CardState* NodeState::FindCard(std::string_view uuid) const {

@@ -76,10 +76,16 @@ struct CardState {
   int64_t FreeMemoryMiB() const { return capacity_mib - usage.memory_mib; }
 };
 
+// `text` as a Kubernetes label value: characters other than letters, digits, '-', '_' and '.' become '-',
+// at most 63 characters, beginning and ending with a letter or digit ("NVIDIA A10" -> "NVIDIA-A10").
+std::string LabelValue(std::string_view text);
+
 struct NodeState {
   std::string name;
   std::vector<CardState> cards;
+  std::string product;          // its D/gpu.product label: LabelValue of the lowest-index card's model
   int64_t cpu_free_milli = -1;  // the node's unrequested CPU where the caller tracks it; negative: unknown
+  int64_t host_memory_free_mib = -1;  // the same for memory
 
   const CardState* FindCard(std::string_view uuid) const;
   CardState* FindCard(std::string_view uuid);
@@ -111,6 +117,8 @@ struct PodRequest {
   CardPolicy card_policy = CardPolicy::kBinpack;
   NodePolicy node_policy = NodePolicy::kBinpack;
   int64_t cpu_milli = 0;  // the pod's CPU request (kube-scheduler's effective request), for fragmentation
+  int64_t host_memory_mib = 0;          // the pod's memory request, for fragmentation
+  std::vector<std::string> gpu_models;  // D/gpu.product values its node selection allows; empty: any
   std::vector<ContainerRequest> containers;
 
   bool AsksForGpu() const { return !containers.empty(); }

@@ -26,9 +26,8 @@ Error Bad(std::string_view text, std::string_view why) {
   return Error{"\"" + std::string(text) + "\" " + std::string(why)};
 }
 
-}  // namespace
-
-Result<int64_t> ParseWholeQuantity(std::string_view text) {
+// The quantity `text` times 10^scale10 / 2^divide2: exact when `whole`, else rounded up.
+Result<int64_t> Scaled(std::string_view text, int scale10, int divide2, bool whole) {
   size_t i = 0;
   if (i < text.size() && text[i] == '+') ++i;
   if (i < text.size() && text[i] == '-') return Bad(text, "is negative");
@@ -74,9 +73,11 @@ Result<int64_t> ParseWholeQuantity(std::string_view text) {
     }
     if (negative) base10 = -base10;
   }
-  base10 -= fraction_digits;
+  base10 += scale10 - fraction_digits;
+  base2 -= divide2;
+  // value = mantissa · 2^base2 · 10^base10: multiply first, then divide what is left, rounding up.
   __int128 value = mantissa;
-  for (int k = 0; k < base2; ++k) {
+  for (; base2 > 0; --base2) {
     value *= 2;
     if (value > kMax) return Bad(text, "is too large");
   }
@@ -84,13 +85,28 @@ Result<int64_t> ParseWholeQuantity(std::string_view text) {
     value *= 10;
     if (value > kMax) return Bad(text, "is too large");
   }
+  bool inexact = false;
+  for (; base2 < 0; ++base2) {
+    inexact |= value % 2 != 0;
+    value /= 2;
+  }
   for (; base10 < 0; ++base10) {
-    if (value % 10 != 0) return Bad(text, "is not a whole number");
+    inexact |= value % 10 != 0;
     value /= 10;
   }
+  if (inexact && whole) return Bad(text, "is not a whole number");
+  if (inexact) ++value;
   if (value > kMax) return Bad(text, "is too large");
   return static_cast<int64_t>(value);
 }
+
+}  // namespace
+
+Result<int64_t> ParseWholeQuantity(std::string_view text) { return Scaled(text, 0, 0, true); }
+
+Result<int64_t> ParseMilliQuantity(std::string_view text) { return Scaled(text, 3, 0, false); }
+
+Result<int64_t> ParseMebiQuantity(std::string_view text) { return Scaled(text, 0, 20, false); }
 
 Result<int64_t> ParseWholeQuantityJson(const nlohmann::json& value) {
   if (value.is_string()) return ParseWholeQuantity(value.get_ref<const std::string&>());

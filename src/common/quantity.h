@@ -13,7 +13,13 @@ namespace mgpu {
 // Parses `text`; fails with a sentence for anything that is not a whole number (e.g. "1.5", "500m").
 Result<int64_t> ParseWholeQuantity(std::string_view text);
 
-// Same for a JSON value: a quantity string, or a whole number (YAML manifests converted to JSON carry
+// The quantity in thousandths, rounded up ("500m" → 500, "1.5" → 1500, "1u" → 1): CPU in millicores.
+Result<int64_t> ParseMilliQuantity(std::string_view text);
+
+// The quantity divided by 2^20, rounded up ("1Gi" → 1024, "1G" → 954): memory bytes in MiB.
+Result<int64_t> ParseMebiQuantity(std::string_view text);
+
+// Same as ParseWholeQuantity for a JSON value: a quantity string, or a whole number (YAML manifests converted to JSON carry
 // numbers).
 Result<int64_t> ParseWholeQuantityJson(const nlohmann::json& value);
 

@@ -31,6 +31,30 @@ TEST(Quantity, RejectsWhatIsNotAWholeNumber) {
   EXPECT_EQ(ParseWholeQuantity("3x").message(), "\"3x\" has an unknown unit");
 }
 
+TEST(Quantity, ReadsCpuInMillicoresRoundingUp) {
+  EXPECT_EQ(*ParseMilliQuantity("500m"), 500);
+  EXPECT_EQ(*ParseMilliQuantity("2"), 2000);
+  EXPECT_EQ(*ParseMilliQuantity("1.5"), 1500);
+  EXPECT_EQ(*ParseMilliQuantity("0.1"), 100);
+  EXPECT_EQ(*ParseMilliQuantity("1u"), 1);  // a millionth of a core still asks for one millicore
+  EXPECT_EQ(*ParseMilliQuantity("1500000n"), 2);
+  EXPECT_EQ(*ParseMilliQuantity("1e-3"), 1);
+  EXPECT_EQ(*ParseMilliQuantity("0"), 0);
+  EXPECT_EQ(ParseMilliQuantity("two").message(), "\"two\" is not a number");
+  EXPECT_FALSE(ParseMilliQuantity("-1").ok());
+}
+
+TEST(Quantity, ReadsMemoryInMebibytesRoundingUp) {
+  EXPECT_EQ(*ParseMebiQuantity("1Gi"), 1024);
+  EXPECT_EQ(*ParseMebiQuantity("512Mi"), 512);
+  EXPECT_EQ(*ParseMebiQuantity("1G"), 954);  // 10^9 bytes = 953.67 MiB
+  EXPECT_EQ(*ParseMebiQuantity("1"), 1);
+  EXPECT_EQ(*ParseMebiQuantity("1048576"), 1);
+  EXPECT_EQ(*ParseMebiQuantity("1048577"), 2);
+  EXPECT_EQ(*ParseMebiQuantity("0"), 0);
+  EXPECT_FALSE(ParseMebiQuantity("1Xi").ok());
+}
+
 TEST(Quantity, AcceptsJsonNumbersAndStrings) {
   using nlohmann::json;
   EXPECT_EQ(*ParseWholeQuantityJson(json(30)), 30);

@@ -1,5 +1,9 @@
 #include "common/request.h"
 
+#include <algorithm>
+#include <optional>
+#include <tuple>
+
 #include <nlohmann/json.hpp>
 
 #include "common/quantity.h"
@@ -70,6 +74,10 @@ class Parser {
         if (a->Any()) asked.push_back({name, init, *a});
       }
     }
+    const HostRequest host = HostRequestOf(pod_);
+    req.cpu_milli = host.cpu_milli;
+    req.host_memory_mib = host.memory_mib;
+    req.gpu_models = GpuModelsOf(pod_, names_.label_product);
     if (asked.empty()) return req;
 
     bool any_reclaimed = false;
@@ -269,7 +277,128 @@ class Parser {
   std::string qos_text_;
 };
 
+// CPU (millicores) and memory (MiB) in a resource list; unreadable quantities count 0 (the API server
+// validated them).
+HostRequest HostOf(const json* list) {
+  HostRequest out;
+  if (!list) return out;
+  for (auto [name, parse, value] : {std::tuple{"cpu", &ParseMilliQuantity, &out.cpu_milli},
+                                    std::tuple{"memory", &ParseMebiQuantity, &out.memory_mib}}) {
+    const json* q = Field(*list, name);
+    if (!q) continue;
+    Result<int64_t> v = q->is_string()   ? parse(q->get_ref<const std::string&>())
+                        : q->is_number() ? parse(q->dump())
+                                         : Result<int64_t>(Error{"not a quantity"});
+    if (v.ok()) *value = *v;
+  }
+  return out;
+}
+
+// A container's: its requests, else its limits (the API server defaults one from the other).
+HostRequest ContainerHost(const json& container) {
+  const json* resources = Field(container, "resources");
+  if (!resources) return {};
+  const json* requests = Field(*resources, "requests");
+  const json* limits = Field(*resources, "limits");
+  HostRequest r = HostOf(requests), l = HostOf(limits);
+  if (!requests || !Field(*requests, "cpu")) r.cpu_milli = l.cpu_milli;
+  if (!requests || !Field(*requests, "memory")) r.memory_mib = l.memory_mib;
+  return r;
+}
+
 }  // namespace
+
+HostRequest HostRequestOf(const json& pod) {
+  // kube-scheduler's effective request: containers and sidecars (restartable init containers) add up; an
+  // init container runs beside the sidecars started before it, and the largest such moment counts if
+  // larger; the overhead comes on top.
+  const json* spec = Field(pod, "spec");
+  HostRequest sum, peak, sidecars;
+  const auto add = [](HostRequest& a, const HostRequest& b) {
+    a.cpu_milli += b.cpu_milli;
+    a.memory_mib += b.memory_mib;
+  };
+  if (const json* inits = spec ? Field(*spec, "initContainers") : nullptr; inits && inits->is_array()) {
+    for (const json& c : *inits) {
+      const HostRequest r = ContainerHost(c);
+      if (StringField(c, "restartPolicy") == "Always") {
+        add(sidecars, r);
+      } else {
+        peak.cpu_milli = std::max(peak.cpu_milli, r.cpu_milli + sidecars.cpu_milli);
+        peak.memory_mib = std::max(peak.memory_mib, r.memory_mib + sidecars.memory_mib);
+      }
+    }
+  }
+  if (const json* containers = spec ? Field(*spec, "containers") : nullptr;
+      containers && containers->is_array()) {
+    for (const json& c : *containers) add(sum, ContainerHost(c));
+  }
+  add(sum, sidecars);
+  sum.cpu_milli = std::max(sum.cpu_milli, peak.cpu_milli);
+  sum.memory_mib = std::max(sum.memory_mib, peak.memory_mib);
+  add(sum, HostOf(spec ? Field(*spec, "overhead") : nullptr));
+  return sum;
+}
+
+std::vector<std::string> GpuModelsOf(const json& pod, const std::string& label) {
+  const json* spec = Field(pod, "spec");
+  std::vector<std::string> selected;  // from nodeSelector: one value, or none
+  bool any_selected = true;
+  if (const json* selector = spec ? Field(*spec, "nodeSelector") : nullptr) {
+    if (const json* v = Field(*selector, label.c_str()); v && v->is_string()) {
+      selected = {v->get<std::string>()};
+      any_selected = false;
+    }
+  }
+  // Required node affinity: terms are alternatives; a term without an In expression on the label allows
+  // any model.
+  std::vector<std::string> affinity;
+  bool any_affinity = true;
+  const json* terms = spec;
+  for (const char* key :
+       {"affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"}) {
+    terms = terms ? Field(*terms, key) : nullptr;
+  }
+  if (terms && terms->is_array() && !terms->empty()) {
+    any_affinity = false;
+    for (const json& term : *terms) {
+      const json* expressions = Field(term, "matchExpressions");
+      std::optional<std::vector<std::string>> values;
+      if (expressions && expressions->is_array()) {
+        for (const json& e : *expressions) {
+          if (StringField(e, "key") != label || StringField(e, "operator") != "In") continue;
+          const json* list = Field(e, "values");
+          std::vector<std::string> v;
+          if (list && list->is_array()) {
+            for (const json& x : *list) {
+              if (x.is_string()) v.push_back(x.get<std::string>());
+            }
+          }
+          values = std::move(v);
+        }
+      }
+      if (!values) {
+        any_affinity = true;
+        break;
+      }
+      affinity.insert(affinity.end(), values->begin(), values->end());
+    }
+  }
+  std::vector<std::string> out;
+  if (any_selected && any_affinity) return out;
+  if (any_affinity) {
+    out = std::move(selected);
+  } else if (any_selected) {
+    out = std::move(affinity);
+  } else {
+    for (const std::string& m : selected) {
+      if (std::find(affinity.begin(), affinity.end(), m) != affinity.end()) out.push_back(m);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
 
 Result<PodRequest> ParsePodRequest(const json& pod, const Config& config, const Annotations& workload) {
   return Parser(pod, config, workload).Parse();

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -21,6 +22,20 @@ using Annotations = std::map<std::string, std::string, std::less<>>;
 // containers.
 Result<PodRequest> ParsePodRequest(const nlohmann::json& pod, const Config& config,
                                    const Annotations& workload = {});
+
+// What kube-scheduler counts a pod as requesting of its node's CPU and memory (the effective request:
+// containers and sidecars summed, a larger init container instead, plus the overhead); requests, else
+// limits; an unreadable quantity counts 0.
+struct HostRequest {
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  bool operator==(const HostRequest&) const = default;
+};
+HostRequest HostRequestOf(const nlohmann::json& pod);
+
+// The values of node label `label` (D/gpu.product) that the pod's nodeSelector and required node affinity
+// (In expressions) allow, sorted; empty when they allow any.
+std::vector<std::string> GpuModelsOf(const nlohmann::json& pod, const std::string& label);
 
 // The metadata.annotations of any object; non-string values are skipped.
 Annotations AnnotationsOf(const nlohmann::json& object);

@@ -238,6 +238,60 @@ TEST(Request, MalformedPodsAreErrorsNotCrashes) {
           .AsksForGpu());
 }
 
+TEST(Request, HostRequestIsKubeSchedulersEffectiveRequest) {
+  const auto pod = nlohmann::json::parse(R"({"spec": {
+    "initContainers": [
+      {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}},
+      {"name": "setup", "resources": {"limits": {"cpu": "4", "memory": "1Gi"}}}],
+    "containers": [
+      {"name": "a", "resources": {"requests": {"cpu": "1.5", "memory": "2Gi"}}},
+      {"name": "b", "resources": {"limits": {"cpu": "500m"}}},
+      {"name": "c"}],
+    "overhead": {"cpu": "100m", "memory": "1M"}}})");
+  const HostRequest r = HostRequestOf(pod);
+  // CPU: the setup container beside the sidecar (4.25) beats the app containers and sidecar (2.25).
+  EXPECT_EQ(r.cpu_milli, 4250 + 100);
+  // Memory: containers and sidecar (2112 MiB) beat setup beside the sidecar (1088); 1M = 0.95 MiB -> 1.
+  EXPECT_EQ(r.memory_mib, 2048 + 64 + 1);
+  EXPECT_EQ(HostRequestOf(nlohmann::json::parse(R"({"spec": {"containers": [
+    {"resources": {"requests": {"cpu": "lots", "memory": 12}}}]}})"))
+                .cpu_milli,
+            0);  // unreadable: 0
+  auto parsed = ParsePodRequest(pod, Config());
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->cpu_milli, 4350);  // also for pods asking no GPU
+}
+
+TEST(Request, GpuModelsComeFromTheNodeSelectorAndRequiredAffinity) {
+  const std::string label = "mgpu.io/gpu.product";
+  const auto models = [&](const std::string& spec) {
+    return GpuModelsOf(nlohmann::json::parse(R"({"spec": )" + spec + "}"), label);
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(models(R"({})"), V{});
+  EXPECT_EQ(models(R"({"nodeSelector": {"mgpu.io/gpu.product": "T4", "zone": "a"}})"), V{"T4"});
+  const std::string affinity =
+      R"({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+    {"nodeSelectorTerms": [
+      {"matchExpressions": [{"key": "mgpu.io/gpu.product", "operator": "In", "values": ["V100", "A10"]}]},
+      {"matchExpressions": [{"key": "mgpu.io/gpu.product", "operator": "In", "values": ["T4"]}]}]}}}})";
+  EXPECT_EQ(models(affinity), (V{"A10", "T4", "V100"}));
+  // A term that does not name the label allows any model.
+  EXPECT_EQ(models(R"({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+    {"nodeSelectorTerms": [
+      {"matchExpressions": [{"key": "mgpu.io/gpu.product", "operator": "In", "values": ["T4"]}]},
+      {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}})"),
+            V{});
+  // Both: what both allow.
+  auto both = nlohmann::json::parse(affinity);
+  both["nodeSelector"] = {{"mgpu.io/gpu.product", "T4"}};
+  EXPECT_EQ(models(both.dump()), V{"T4"});
+  auto parsed = ParsePodRequest(
+      nlohmann::json::parse(R"({"spec": {"nodeSelector": {"mgpu.io/gpu.product": "A10"}}})"), Config());
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->gpu_models, V{"A10"});
+}
+
 TEST(Request, ControllerOfReadsTheControllingOwner) {
   auto pod = Yaml(R"(
 metadata:

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 
 #include "common/codec.h"
@@ -14,20 +13,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 // How soon a failed patch is tried again.
 constexpr auto kRetry = std::chrono::seconds(2);
-constexpr size_t kMaxLabelValue = 63;
-
-bool Alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
-
 }  // namespace
-
-std::string LabelValue(std::string_view text) {
-  std::string out;
-  for (char c : text) out.push_back(Alnum(c) || c == '-' || c == '_' || c == '.' ? c : '-');
-  if (out.size() > kMaxLabelValue) out.resize(kMaxLabelValue);
-  const auto first = std::find_if(out.begin(), out.end(), Alnum);
-  const auto last = std::find_if(out.rbegin(), out.rend(), Alnum).base();
-  return first < last ? std::string(first, last) : std::string();
-}
 
 kube::MetadataPatch NodeMetadata(const std::vector<Card>& cards, const Config& config,
                                  const std::string& version, int64_t heartbeat_unix_s) {

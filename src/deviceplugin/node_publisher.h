@@ -18,10 +18,6 @@
 
 namespace mgpu::dp {
 
-// `text` as a Kubernetes label value: characters other than letters, digits, '-', '_' and '.' become '-',
-// at most 63 characters, beginning and ending with a letter or digit ("NVIDIA A10" -> "NVIDIA-A10").
-std::string LabelValue(std::string_view text);
-
 // The annotation and labels for `cards`. The labels describe the card with the lowest index.
 kube::MetadataPatch NodeMetadata(const std::vector<Card>& cards, const Config& config,
                                  const std::string& version, int64_t heartbeat_unix_s);

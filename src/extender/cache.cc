@@ -8,11 +8,21 @@
 #include "common/allocator.h"
 #include "common/codec.h"
 #include "common/kube/client.h"
+#include "common/quantity.h"
 
 namespace mgpu::extender {
 namespace {
 
 using nlohmann::json;
+
+// The node's allocatable CPU and memory; none unless it states both.
+std::optional<HostRequest> AllocatableOf(const json& node) {
+  const std::string cpu = kube::StringAt(node, {"status", "allocatable", "cpu"});
+  const std::string memory = kube::StringAt(node, {"status", "allocatable", "memory"});
+  Result<int64_t> c = ParseMilliQuantity(cpu), m = ParseMebiQuantity(memory);
+  if (!c.ok() || !m.ok()) return std::nullopt;
+  return HostRequest{*c, *m};
+}
 
 std::string KeyOf(const json& object) {
   std::string ns = kube::StringAt(object, {"metadata", "namespace"});
@@ -117,6 +127,7 @@ void ClusterCache::UpsertNode(const json& node) {
     entry.inventory = std::move(*inventory);
   }
   if (!entry.problem.empty()) spdlog::warn("node={} {}", name, entry.problem);
+  entry.allocatable = AllocatableOf(node);
   nodes_[name] = std::move(entry);
   RebuildLocked(name, now_ns_());
   ChangedLocked();
@@ -181,7 +192,11 @@ void ClusterCache::UpsertPod(const json& pod) {
   const std::string key = KeyOf(pod);
   const std::string uid = kube::StringAt(pod, {"metadata", "uid"});
   const std::string phase = kube::StringAt(pod, {"status", "phase"});
+  const std::string node = kube::StringAt(pod, {"spec", "nodeName"});
+  std::optional<HostUse> use;
+  if (!node.empty() && phase != "Succeeded" && phase != "Failed") use = HostUse{node, HostRequestOf(pod)};
   std::lock_guard lock(mu_);
+  SetHostUseLocked(key, std::move(use));
   const std::set<std::string> old_nodes = NodesOfLocked(key);
   if (entry)
     pods_[key] = std::move(*entry);
@@ -201,6 +216,7 @@ void ClusterCache::DeletePod(const json& pod) {
   const std::string key = KeyOf(pod);
   const std::string uid = kube::StringAt(pod, {"metadata", "uid"});
   std::lock_guard lock(mu_);
+  SetHostUseLocked(key, std::nullopt);
   const std::set<std::string> old_nodes = NodesOfLocked(key);
   pods_.erase(key);
   if (auto a = assumed_.find(key); a != assumed_.end() && a->second.placed.uid == uid) assumed_.erase(a);
@@ -303,6 +319,8 @@ void ClusterCache::RebuildLocked(const std::string& node, int64_t now) {
   if (n->second.inventory) view->state = MakeNodeState(node, *n->second.inventory, config_);
   view->state.name = node;
   const int64_t ttl_ns = config_.extender.assignment_ttl_seconds * 1'000'000'000;
+  HostRequest used;
+  if (auto r = requested_.find(node); r != requested_.end()) used = r->second;
   if (auto keys = pods_by_node_.find(node); keys != pods_by_node_.end() && n->second.inventory) {
     for (const std::string& key : keys->second) {
       for (const auto* source : {&pods_, &assumed_}) {
@@ -310,6 +328,10 @@ void ClusterCache::RebuildLocked(const std::string& node, int64_t now) {
         if (e == source->end() || e->second.placed.allocated || e->second.placed.assume_ns == 0) continue;
         const int64_t expiry = e->second.placed.assume_ns + ttl_ns;
         if (expiry > now) next_expiry_ns_ = std::min(next_expiry_ns_, expiry);
+      }
+      if (auto a = assumed_.find(key); a != assumed_.end() && a->second.node == node && !host_.count(key)) {
+        used.cpu_milli += a->second.placed.request.cpu_milli;  // bound here, not yet seen bound
+        used.memory_mib += a->second.placed.request.host_memory_mib;
       }
       const PodEntry* entry = EffectiveLocked(key, now);
       if (!entry || entry->node != node) continue;
@@ -320,6 +342,10 @@ void ClusterCache::RebuildLocked(const std::string& node, int64_t now) {
       view->pods.push_back(entry->placed);
     }
   }
+  if (const auto& a = n->second.allocatable) {
+    view->state.cpu_free_milli = std::max<int64_t>(0, a->cpu_milli - used.cpu_milli);
+    view->state.host_memory_free_mib = std::max<int64_t>(0, a->memory_mib - used.memory_mib);
+  }
   view_.Set(node, std::move(view));
 }
 
@@ -327,6 +353,34 @@ void ClusterCache::ExpireLocked(int64_t now) {
   if (now < next_expiry_ns_) return;
   next_expiry_ns_ = INT64_MAX;
   for (const auto& [node, keys] : pods_by_node_) RebuildLocked(node, now);
+  ChangedLocked();
+}
+
+void ClusterCache::SetHostUseLocked(const std::string& key, std::optional<HostUse> use) {
+  auto it = host_.find(key);
+  if (it == host_.end() ? !use : use && it->second == *use) return;
+  std::set<std::string> touched;
+  const auto add = [&](const HostUse& u, int sign) {
+    HostRequest& sum = requested_[u.node];
+    sum.cpu_milli += sign * u.request.cpu_milli;
+    sum.memory_mib += sign * u.request.memory_mib;
+    touched.insert(u.node);
+  };
+  if (it != host_.end()) {
+    add(it->second, -1);
+    host_.erase(it);
+  }
+  if (use) {
+    add(*use, 1);
+    host_.emplace(key, std::move(*use));
+  }
+  const int64_t now = now_ns_();
+  for (const std::string& n : touched) {
+    if (auto r = requested_.find(n);
+        r != requested_.end() && r->second.cpu_milli == 0 && r->second.memory_mib == 0)
+      requested_.erase(r);
+    if (nodes_.count(n)) RebuildLocked(n, now);
+  }
   ChangedLocked();
 }
 

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -116,6 +117,12 @@ class ClusterCache {
   struct NodeEntry {
     std::optional<NodeInventory> inventory;
     std::string problem;
+    std::optional<HostRequest> allocatable;  // status.allocatable CPU and memory, when the node states both
+  };
+  struct HostUse {
+    std::string node;
+    HostRequest request;
+    bool operator==(const HostUse&) const = default;
   };
 
   std::optional<PodEntry> ToEntry(const nlohmann::json& pod);
@@ -126,6 +133,8 @@ class ClusterCache {
   void RebuildLocked(const std::string& node, int64_t now);
   void ExpireLocked(int64_t now);
   void ChangedLocked();
+  // Records the pod's host request (`use` empty: none) and rebuilds the nodes whose sums changed.
+  void SetHostUseLocked(const std::string& key, std::optional<HostUse> use);
   std::string AmbiguityLocked(const NodeView& view, const PodRequest& pod, const std::string& uid,
                               const Assignment& assignment) const;
 
@@ -139,6 +148,10 @@ class ClusterCache {
   std::map<std::string, PodEntry> pods_;     // from the informer: pods with an assignment or allocation
   std::map<std::string, PodEntry> assumed_;  // binds made here, until the watch shows them
   std::map<std::string, std::set<std::string>> pods_by_node_;
+  // Every bound, unfinished pod's CPU and memory request (not only GPU pods), and their sum per node: the
+  // fragmentation policy weighs what a node's CPU and memory can still feed.
+  std::map<std::string, HostUse> host_;
+  std::map<std::string, HostRequest> requested_;
   ClusterView view_;
   std::shared_ptr<const ClusterView> snapshot_;
   int64_t next_expiry_ns_ = INT64_MAX;

@@ -140,6 +140,43 @@ TEST_F(CacheTest, AssumedBindSurvivesAStaleWatchEventAndYieldsToTheBoundPod) {
   EXPECT_EQ(snapshot_->Find("n")->pods.size(), 1u);
 }
 
+TEST_F(CacheTest, NodesFreeCpuAndMemoryCountEveryBoundPodAndAssumedBinds) {
+  nlohmann::json node = Node("n", 1);
+  cache_.UpsertNode(node);
+  const auto free_of = [&] {
+    snapshot_ = cache_.Snapshot();
+    const NodeState& s = snapshot_->Find("n")->state;
+    return std::pair{s.cpu_free_milli, s.host_memory_free_mib};
+  };
+  EXPECT_EQ(free_of(), (std::pair<int64_t, int64_t>{-1, -1}));  // no allocatable: unknown
+  node["status"]["allocatable"] = {{"cpu", "16"}, {"memory", "64Gi"}};
+  cache_.UpsertNode(node);
+  EXPECT_EQ(free_of(), (std::pair<int64_t, int64_t>{16000, 65536}));
+  // A pod without GPU counts once bound, and stops when it finishes.
+  nlohmann::json web = Pod("web", 10, 10);
+  web["spec"]["containers"][0]["resources"] = {{"requests", {{"cpu", "1500m"}, {"memory", "2Gi"}}}};
+  cache_.UpsertPod(web);
+  EXPECT_EQ(free_of().first, 16000);
+  web["spec"]["nodeName"] = "n";
+  web["status"]["phase"] = "Running";
+  cache_.UpsertPod(web);
+  EXPECT_EQ(free_of(), (std::pair<int64_t, int64_t>{14500, 63488}));
+  // A bind made here counts at once, and once only when the watch shows it bound.
+  nlohmann::json gpu = Pod("gpu", 50, 1000);
+  gpu["spec"]["containers"][0]["resources"]["requests"] = {{"cpu", "4"}};
+  Result<Assignment> a =
+      cache_.Reserve("n", Request(gpu), "uid-gpu", now_, nullptr, std::chrono::steady_clock::now());
+  ASSERT_TRUE(a.ok()) << a.message();
+  EXPECT_EQ(free_of().first, 10500);
+  cache_.UpsertPod(Placed(gpu, "n", names_.gpu_assignment, *a, now_));
+  EXPECT_EQ(free_of().first, 10500);
+  web["status"]["phase"] = "Succeeded";
+  cache_.UpsertPod(web);
+  EXPECT_EQ(free_of().first, 12000);
+  cache_.DeletePod(gpu);
+  EXPECT_EQ(free_of(), (std::pair<int64_t, int64_t>{16000, 65536}));
+}
+
 TEST_F(CacheTest, AmbiguityGuardWaitsForTheEarlierPodToBeAllocated) {
   cache_.UpsertNode(Node("n", 2, 10000));
   // a holds card 0 unallocated; b asks the same memory but must go to card 1 (card 0 lacks core).

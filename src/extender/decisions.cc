@@ -29,6 +29,7 @@ std::string ShapeKey(const PodRequest& pod) {
   add(static_cast<int>(pod.card_policy));
   add(static_cast<int>(pod.node_policy));
   add(pod.cpu_milli);
+  add(pod.host_memory_mib);
   for (const ContainerRequest& c : pod.containers) {
     key += '|';
     add(c.core);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "extender/decisions.h"
 #include "extender/server.h"
 #include "extender/test_objects.h"
 
@@ -46,6 +47,22 @@ class ExtenderTest : public ::testing::Test {
   Metrics metrics_;
   Extender extender_;
 };
+
+// Decisions are kept per pod shape: everything a node's cost depends on is in the shape.
+TEST(ShapeKey, DiffersByEveryInputOfTheCost) {
+  PodRequest a;
+  a.containers.push_back(ContainerRequest{"c", false, 50, 0, 1024, 1});
+  PodRequest b = a;
+  EXPECT_EQ(ShapeKey(a), ShapeKey(b));
+  b.cpu_milli = 4000;
+  EXPECT_NE(ShapeKey(a), ShapeKey(b));
+  b = a;
+  b.host_memory_mib = 4096;
+  EXPECT_NE(ShapeKey(a), ShapeKey(b));
+  b = a;
+  b.containers[0].core = 60;
+  EXPECT_NE(ShapeKey(a), ShapeKey(b));
+}
 
 TEST_F(ExtenderTest, FilterGivesEveryFailingNodeAReason) {
   const FilterResult r = extender_.Filter(Args(Pod("p", 30, 4096), {"full", "empty", "half", "cpu-only"}));
