@@ -502,6 +502,15 @@ void BM_FilterFullNodes(benchmark::State& state) { FilterRequest(state, true); }
 void BM_PrioritizeCache(benchmark::State& state) { PrioritizeRequest(state, false); }
 void BM_PrioritizeFullNodes(benchmark::State& state) { PrioritizeRequest(state, true); }
 
+// The cluster's free core per GPU model, summed from the cache's view each time the extender publishes its
+// workload model (every 16 new pods).
+void BM_FreeCoreByProduct(benchmark::State& state) {
+  Cluster& c = ClusterOf(static_cast<int>(state.range(0)));
+  const std::shared_ptr<const ClusterView> view = c.cache.Snapshot();
+  for (auto _ : state) benchmark::DoNotOptimize(view->FreeCoreByProduct());
+  state.counters["nodes"] = static_cast<double>(c.nodes);
+}
+
 // ExtenderArgs::Parse alone on the full-Nodes filter body (copy into a padded buffer, on-demand walk, each
 // node's metadata.name).
 void BM_ExtenderArgsParseFullNodes(benchmark::State& state) {
@@ -672,6 +681,7 @@ BENCHMARK(BM_FilterCache)->Apply(Sizes);
 BENCHMARK(BM_PrioritizeCache)->Apply(Sizes);
 BENCHMARK(BM_FilterFullNodes)->Apply(Sizes);
 BENCHMARK(BM_PrioritizeFullNodes)->Apply(Sizes);
+BENCHMARK(BM_FreeCoreByProduct)->Apply(Sizes);
 BENCHMARK(BM_ExtenderArgsParseFullNodes)->Apply(Sizes);
 BENCHMARK(BM_SimdjsonOnDemandFullNodes)->Apply(Sizes);
 BENCHMARK(BM_SimdjsonDomFullNodes)->Apply(Sizes);

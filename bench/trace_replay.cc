@@ -262,11 +262,14 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
   std::vector<double> costs;
   std::vector<int64_t> scores;
   Placement placed;
+  std::map<std::string, double, std::less<>> free_core;  // per GPU model, as the extender sums it
+  for (const SimNode& n : nodes) free_core[n.gpu.product] += 100.0 * n.trace->gpus;
   for (const TracePod& p : pods) {
     PodRequest req = RequestOf(p);
     if (policy == Policy::kFragmentation) req.card_policy = CardPolicy::kFragmentation;
     const auto start = std::chrono::steady_clock::now();
-    workload.Observe(req);  // the extender learns every pod it is asked to filter
+    workload.SetClusterFree(free_core);  // the extender does this every 16 pods, from its cache
+    workload.Observe(req);               // the extender learns every pod it is asked to filter
     feasible.clear();
     costs.clear();
     scores.clear();
@@ -318,6 +321,7 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
           std::exit(1);
         }
         allocated += gpus_of(p);
+        free_core[n.gpu.product] -= 100.0 * gpus_of(p);
       }
     }
     out.decision_us.push_back(

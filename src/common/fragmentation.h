@@ -10,10 +10,18 @@
 // CPU and memory per percent of core, and free core beyond what the node's free CPU (or memory) carries at
 // those ratios is stranded. FGD sees a node short only once its CPU is below a whole pod's; this term steers
 // CPU-heavy pods away from GPU-dense nodes before then (bench/RESULTS.md: 4.8 -> 4.1 % of the GPUs left
-// unallocated on the default openb trace). Pure: no I/O, no clocks; decay counts observations.
+// unallocated on the default openb trace).
+//
+// And the cluster's view: pods bound to a few GPU models need those models' free core, and a pod that could
+// go anywhere should leave it to them. Given the free core per model (SetClusterFree), a model's pressure is
+// the share of its free core the bound shapes are expected to claim, and a node's free core is worth that
+// much more (bench/RESULTS.md: 7.5 -> 4.2 % on the gpuspec20 trace, where unbound pods had filled the T4
+// nodes). Pure: no I/O, no clocks; decay counts observations.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,9 +48,18 @@ class WorkloadModel {
   void Observe(const PodRequest& pod);
   bool Empty() const { return total_ == 0; }
 
-  // Expected unusable free core on the node (0 while nothing was observed).
+  // Expected unusable free core on the node (0 while nothing was observed), less what its model's pressure
+  // makes its free core worth.
   double Fragmentation(const NodeFree& free) const;
   double Fragmentation(const NodeState& node) const;
+
+  // The cluster's free core (FreeCore, summed) per D/gpu.product value. With it, free core of a model that
+  // the shapes bound to it are expected to claim counts as worth keeping (see Pressure).
+  void SetClusterFree(std::map<std::string, double, std::less<>> free_by_product);
+  // The share of the model's free core that shapes which may use it only among their listed models are
+  // expected to claim: each such shape's share of the demand, taken as the cluster's free core, spread over
+  // its models by their free core. 0 before SetClusterFree.
+  double Pressure(std::string_view product) const { return TableFor(product).pressure; }
 
  private:
   struct Shape {
@@ -56,6 +73,7 @@ class WorkloadModel {
   // The shapes as seen from nodes of one GPU model, for O(cards · multi-card shapes) evaluation.
   struct Table {
     double unusable = 0;  // normalised weight of the shapes that may not use this model
+    double pressure = 0;  // share of the model's free core that shapes bound to it are expected to claim
     // One-card shapes: their distinct CPU asks (ascending), and per count j of those a node can meet, the
     // normalised weight of shapes needing more than f core per card (single_above[j][f]) and of shapes
     // it cannot meet by CPU (cpu_short[j]).
@@ -66,6 +84,7 @@ class WorkloadModel {
   };
   void Age();
   void Rebuild();
+  void SetPressure();
   Table BuildTable(std::string_view model) const;
   const Table& TableFor(std::string_view product) const;
 
@@ -77,6 +96,8 @@ class WorkloadModel {
   std::vector<Table> tables_;        // ... and tables_.back() for any other model
   double cpu_per_core_ = 0;          // the workload's average CPU (milli) per percent of core; 0: none
   double memory_per_core_ = 0;       // the same for memory (MiB)
+  double core_weight_ = 0;           // the shapes' total weight of core (unaged)
+  std::map<std::string, double, std::less<>> cluster_free_;
 };
 
 // Online core each card can still hand out, in card order: 0 for unhealthy cards and cards held whole.

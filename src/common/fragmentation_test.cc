@@ -107,6 +107,48 @@ TEST(Fragmentation, ANodeOfAModelAShapeMayNotUseLosesAllItsFreeCoreToIt) {
             test::CostOf(on_t4, any, NodePolicy::kFragmentation, &w));
 }
 
+TEST(Fragmentation, PressureIsTheShareOfAModelsFreeCoreItsBoundShapesClaim) {
+  WorkloadModel w(1.0);  // no decay: each shape a third of the demand
+  PodRequest t4 = Online(50), t4_or_v100 = Online(50);
+  t4.gpu_models = {"T4"};
+  t4_or_v100.gpu_models = {"T4", "V100"};
+  w.Observe(t4);
+  w.Observe(t4_or_v100);
+  w.Observe(Online(50));
+  EXPECT_EQ(w.Pressure("T4"), 0);  // no cluster view yet
+  // 1,200 free: T4 only claims a third of it from T4's 300; T4-or-V100 a third from 600, half on each.
+  w.SetClusterFree({{"T4", 300}, {"V100", 300}, {"G2", 600}});
+  EXPECT_DOUBLE_EQ(w.Pressure("T4"), 400.0 / 300 + 400.0 / 600);
+  EXPECT_DOUBLE_EQ(w.Pressure("V100"), 400.0 / 600);
+  EXPECT_EQ(w.Pressure("G2"), 0);
+  EXPECT_EQ(w.Pressure("A100"), 0);
+  // More T4 left, less pressure on it.
+  w.SetClusterFree({{"T4", 900}, {"V100", 300}, {"G2", 600}});
+  EXPECT_DOUBLE_EQ(w.Pressure("T4"), 600.0 / 900 + 600.0 / 1200);
+  w.Observe(Online(50));  // learning more keeps the cluster view
+  EXPECT_GT(w.Pressure("T4"), 0);
+}
+
+// The fuller T4 node wins on fragmentation alone; once T4 is scarce for the pods bound to it, an unbound pod
+// goes to the G2 node instead.
+TEST(Fragmentation, UnboundPodsLeaveAPressedModelToThePodsBoundToIt) {
+  WorkloadModel w(1.0);
+  PodRequest t4 = Online(50);
+  t4.gpu_models = {"T4"};
+  w.Observe(t4);
+  for (int i = 0; i < 99; ++i) w.Observe(Online(50));
+  NodeState on_t4 = test::Node("t", 1, 24576), on_g2 = test::Node("g", 1, 24576);
+  on_t4.product = "T4";
+  on_t4.cards[0].usage = {50, 0, 0, 1, 0, 0, 0, ComputePolicy::kFixedShare};
+  on_g2.product = "G2";
+  const PodRequest any = Online(50);
+  EXPECT_LT(test::CostOf(on_t4, any, NodePolicy::kFragmentation, &w),
+            test::CostOf(on_g2, any, NodePolicy::kFragmentation, &w));
+  w.SetClusterFree({{"T4", 50}, {"G2", 10000}});
+  EXPECT_GT(test::CostOf(on_t4, any, NodePolicy::kFragmentation, &w),
+            test::CostOf(on_g2, any, NodePolicy::kFragmentation, &w));
+}
+
 TEST(Fragmentation, OlderShapesDecay) {
   WorkloadModel w(0.5);
   w.Observe(Online(80));

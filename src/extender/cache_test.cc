@@ -177,6 +177,17 @@ TEST_F(CacheTest, NodesFreeCpuAndMemoryCountEveryBoundPodAndAssumedBinds) {
   EXPECT_EQ(free_of(), (std::pair<int64_t, int64_t>{16000, 65536}));
 }
 
+TEST_F(CacheTest, FreeCoreIsSummedPerGpuProduct) {
+  cache_.UpsertNode(Node("a", 2, 16384, "Tesla T4"));
+  cache_.UpsertNode(Node("b", 1, 16384, "Tesla T4"));
+  cache_.UpsertNode(Node("c", 1, 16384, "G2"));
+  cache_.UpsertPod(Placed(Pod("p", 30, 1000), "a", names_.gpu_allocated, OneCard("a-gpu0", 30, 1000)));
+  using Free = std::map<std::string, double, std::less<>>;
+  EXPECT_EQ(cache_.Snapshot()->FreeCoreByProduct(), (Free{{"Tesla-T4", 270}, {"G2", 100}}));
+  cache_.DeleteNode(Node("c", 1, 16384, "G2"));
+  EXPECT_EQ(cache_.Snapshot()->FreeCoreByProduct(), (Free{{"Tesla-T4", 270}}));
+}
+
 TEST_F(CacheTest, AmbiguityGuardWaitsForTheEarlierPodToBeAllocated) {
   cache_.UpsertNode(Node("n", 2, 10000));
   // a holds card 0 unallocated; b asks the same memory but must go to card 1 (card 0 lacks core).

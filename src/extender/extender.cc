@@ -49,7 +49,7 @@ Result<PodRequest> Extender::RequestOf(const nlohmann::json& pod) {
   return ParsePodRequest(pod, cache_.config(), workload);
 }
 
-Extender::ModelRef Extender::ObserveOnce(const PodRequest& pod) {
+Extender::ModelRef Extender::ObserveOnce(const PodRequest& pod, const ClusterView& view) {
   std::lock_guard lock(model_mu_);
   if (!pod.uid.empty()) {
     if (!observed_.insert(pod.uid).second) return model_;
@@ -61,6 +61,7 @@ Extender::ModelRef Extender::ObserveOnce(const PodRequest& pod) {
   }
   learning_.Observe(pod);
   if (++unpublished_ >= kPublishEvery || model_.model->Empty()) {
+    learning_.SetClusterFree(view.FreeCoreByProduct());
     model_ = ModelRef{std::make_shared<const WorkloadModel>(learning_), model_.version + 1};
     unpublished_ = 0;
   }
@@ -96,8 +97,8 @@ FilterResult Extender::Filter(const ExtenderArgs& args) {
     for (size_t i = 0; i < args.node_names.size(); ++i) result.passed.push_back(i);
     return result;
   }
-  const ModelRef model = ObserveOnce(*pod);
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
+  const ModelRef model = ObserveOnce(*pod, *view);
   const std::vector<const NodeView*> nodes = UsableNodes(*view, args.node_names);
   const std::vector<Decision> decisions = memo_.Decide(*view, nodes, *pod, model.model.get(), model.version);
   const std::string& inventory = cache_.config().Names().gpu_inventory;

@@ -41,8 +41,9 @@ class Extender {
     std::shared_ptr<const WorkloadModel> model;
     uint64_t version = 0;
   };
-  // Learns `pod`'s shapes, once per pod uid (the scheduler retries pods); returns the published model.
-  ModelRef ObserveOnce(const PodRequest& pod);
+  // Learns `pod`'s shapes, once per pod uid (the scheduler retries pods); returns the published model. A
+  // model is published with the free core per GPU model of `view`.
+  ModelRef ObserveOnce(const PodRequest& pod, const ClusterView& view);
   ModelRef Model();
   // The nodes of `names` in `view` that can take pods (null for the others).
   static std::vector<const NodeView*> UsableNodes(const ClusterView& view,

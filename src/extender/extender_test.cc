@@ -115,6 +115,27 @@ TEST_F(ExtenderTest, PrioritizeBinpackPrefersTheFullerNode) {
   EXPECT_EQ(extender_.Prioritize(Args(Pod("q", 90, 1000), {"full", "empty"}))[0].score, 0);
 }
 
+// The fuller T4 node would win on fragmentation alone, but the cluster has little T4 left for the pods that
+// may only use T4: an unbound pod goes to a G2 node.
+TEST(ExtenderPressure, UnboundPodsLeaveScarceModelsToThePodsBoundToThem) {
+  const Config config;  // fragmentation by default
+  ClusterCache cache(config);
+  Metrics metrics;
+  Extender extender(cache, nullptr, nullptr, metrics);
+  cache.UpsertNode(Node("t4", 1, 16384, "T4"));
+  cache.UpsertPod(
+      Placed(Pod("old", 50, 1000), "t4", config.Names().gpu_allocated, OneCard("t4-gpu0", 50, 1000)));
+  for (int i = 0; i < 100; ++i) cache.UpsertNode(Node("g2-" + std::to_string(i), 1, 16384, "G2"));
+  nlohmann::json bound = Pod("bound", 50, 1000);
+  bound["spec"]["nodeSelector"][config.Names().label_product] = "T4";
+  extender.Filter(Args(bound, {"t4"}));
+  for (int i = 0; i < 99; ++i)
+    extender.Filter(Args(Pod("any-" + std::to_string(i), 50, 1000), {"t4", "g2-0"}));
+  const std::vector<HostScore> scores = extender.Prioritize(Args(Pod("p", 50, 1000), {"t4", "g2-0"}));
+  ASSERT_EQ(scores.size(), 2u);
+  EXPECT_LT(scores[0].score, scores[1].score);
+}
+
 TEST_F(ExtenderTest, PreemptKeepsOnlyNodesWhereTheVictimsFreeACard) {
   PreemptArgs args;
   args.pod = Pod("p", 60, 4000);

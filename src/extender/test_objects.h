@@ -14,10 +14,11 @@
 namespace mgpu::extender::testobj {
 
 // A node with `cards` cards of `memory_mib` each, named "<node>-gpu<i>".
-inline nlohmann::json Node(const std::string& name, int cards, int64_t memory_mib = 16384) {
+inline nlohmann::json Node(const std::string& name, int cards, int64_t memory_mib = 16384,
+                           const std::string& model = "Test GPU") {
   NodeInventory inventory;
   for (int i = 0; i < cards; ++i)
-    inventory.cards.push_back(Card{i, name + "-gpu" + std::to_string(i), "Test GPU", memory_mib, true});
+    inventory.cards.push_back(Card{i, name + "-gpu" + std::to_string(i), model, memory_mib, true});
   return {
       {"apiVersion", "v1"},
       {"kind", "Node"},
