@@ -42,19 +42,36 @@ std::set<std::string> CardsOf(const ContainerAssignment* container) {
   return out;
 }
 
+uint64_t NameHash(std::string_view name) { return std::hash<std::string_view>{}(name); }
+uint32_t TagOf(uint64_t hash) { return static_cast<uint32_t>(hash >> 32) | 1u; }
+
 }  // namespace
 
 const NodeView* ClusterView::Find(std::string_view name) const {
-  auto it = slots_->find(name);
-  if (it == slots_->end()) return nullptr;
-  return (*blocks_[it->second / kBlockSize])[it->second % kBlockSize].get();
+  const Index& index = *index_;
+  const uint64_t hash = NameHash(name);
+  const uint32_t tag = TagOf(hash);
+  const size_t mask = index.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    const Entry e = index[i];
+    if (e.tag == 0) return nullptr;
+    if (e.tag != tag) continue;
+    const NodeView* view = At(e.slot);
+    if (view->state.name == name) return view;
+  }
 }
 
-size_t ClusterView::size() const { return slots_->size(); }
+void ClusterView::Insert(Index& index, size_t slot) const {
+  const uint64_t hash = NameHash(At(slot)->state.name);
+  const size_t mask = index.size() - 1;
+  size_t i = hash & mask;
+  while (index[i].tag != 0) i = (i + 1) & mask;
+  index[i] = Entry{TagOf(hash), static_cast<uint32_t>(slot)};
+}
 
 std::vector<const NodeView*> ClusterView::Nodes() const {
   std::vector<const NodeView*> out;
-  out.reserve(slots_->size());
+  out.reserve(count_);
   for (const auto& block : blocks_) {
     for (const auto& view : *block)
       if (view) out.push_back(view.get());
@@ -84,34 +101,45 @@ std::map<std::string, double, std::less<>> ClusterView::FreeCoreByProduct() cons
 }
 
 void ClusterView::Set(const std::string& name, std::shared_ptr<NodeView> view) {
-  auto it = slots_->find(name);
+  const NodeView* old = Find(name);
+  const bool existed = old != nullptr;
+  if (!existed && !view) return;
   size_t slot;
-  if (it != slots_->end()) {
-    slot = it->second;
-    if (!view) {
-      auto slots = std::make_shared<Slots>(*slots_);
-      slots->erase(name);
-      slots_ = std::move(slots);
-      free_slots_.push_back(slot);
-    }
+  if (existed) {
+    slot = old->slot;
+  } else if (free_slots_.empty()) {
+    slot = blocks_.size() * kBlockSize;
+    blocks_.push_back(std::make_shared<const Block>());
+    for (size_t s = kBlockSize - 1; s > 0; --s) free_slots_.push_back(slot + s);
   } else {
-    if (!view) return;
-    if (free_slots_.empty()) {
-      slot = blocks_.size() * kBlockSize;
-      blocks_.push_back(std::make_shared<const Block>());
-      for (size_t s = kBlockSize - 1; s > 0; --s) free_slots_.push_back(slot + s);
-    } else {
-      slot = free_slots_.back();
-      free_slots_.pop_back();
-    }
-    auto slots = std::make_shared<Slots>(*slots_);
-    slots->emplace(name, slot);
-    slots_ = std::move(slots);
+    slot = free_slots_.back();
+    free_slots_.pop_back();
   }
   if (view) view->slot = slot;
   auto block = std::make_shared<Block>(*blocks_[slot / kBlockSize]);
   (*block)[slot % kBlockSize] = std::move(view);
   blocks_[slot / kBlockSize] = std::move(block);
+  if (existed && At(slot)) return;  // replaced: the index stays
+  if (existed) {                    // removed: index the rest afresh
+    --count_;
+    free_slots_.push_back(slot);
+    auto index = std::make_shared<Index>(index_->size());
+    for (size_t s = 0; s < SlotCount(); ++s)
+      if (At(s)) Insert(*index, s);
+    index_ = std::move(index);
+    return;
+  }
+  ++count_;  // added
+  std::shared_ptr<Index> index;
+  if (count_ * 2 > index_->size()) {
+    index = std::make_shared<Index>(index_->size() * 2);
+    for (size_t s = 0; s < SlotCount(); ++s)
+      if (s != slot && At(s)) Insert(*index, s);
+  } else {
+    index = std::make_shared<Index>(*index_);
+  }
+  Insert(*index, slot);
+  index_ = std::move(index);
 }
 
 ClusterCache::ClusterCache(Config config, WorkloadLookup workload, Clock now_ns)

@@ -43,21 +43,24 @@ struct PlacedPod {
   int64_t assume_ns = 0;
 };
 
+// What a filter reads of every node (problem, slot, generation, state.name) comes first: one or two cache
+// lines per node.
 struct NodeView {
-  NodeState state;              // cards with their usage
   std::string problem;          // why nothing fits here (no or bad inventory); empty when usable
-  std::vector<PlacedPod> pods;  // those counted in state, by key
   size_t slot = 0;              // the node's place in ClusterView, fixed while the node exists
   uint64_t generation = 0;      // distinct for every view built: decisions about it can be kept under it
+  NodeState state;              // cards with their usage
+  std::vector<PlacedPod> pods;  // those counted in state, by key
 };
 
 // An immutable view of every node with an inventory annotation. Nodes live in fixed slots grouped in blocks
 // shared between views, so a new view after one node changed copies one block, not the cluster; lookups by
-// name hash.
+// name go through an open-addressing index of name hashes to slots (one cache line per probe, the name
+// itself compared on the node), copied only when a node comes or goes.
 class ClusterView {
  public:
   const NodeView* Find(std::string_view name) const;
-  size_t size() const;
+  size_t size() const { return count_; }
   // Slots are below this.
   size_t SlotCount() const { return blocks_.size() * kBlockSize; }
   // Every node, in name order.
@@ -70,16 +73,20 @@ class ClusterView {
   friend class ClusterCache;
   static constexpr size_t kBlockSize = 64;
   using Block = std::array<std::shared_ptr<const NodeView>, kBlockSize>;
-  struct NameHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  struct Entry {
+    uint32_t tag = 0;  // high half of the name's hash, never 0; 0: empty
+    uint32_t slot = 0;
   };
-  using Slots = std::unordered_map<std::string, size_t, NameHash, std::equal_to<>>;
+  using Index = std::vector<Entry>;  // a power of two long, at most half full
 
+  const NodeView* At(size_t slot) const { return (*blocks_[slot / kBlockSize])[slot % kBlockSize].get(); }
+  // Adds the node in `slot` to `index`, which has room.
+  void Insert(Index& index, size_t slot) const;
   // Replaces or adds (`view` non-null; its slot is set) or removes a node.
   void Set(const std::string& name, std::shared_ptr<NodeView> view);
 
-  std::shared_ptr<const Slots> slots_ = std::make_shared<const Slots>();
+  std::shared_ptr<const Index> index_ = std::make_shared<const Index>(16);
+  size_t count_ = 0;
   std::vector<std::shared_ptr<const Block>> blocks_;
   std::vector<size_t> free_slots_;
 };

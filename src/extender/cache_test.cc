@@ -62,6 +62,11 @@ TEST_F(CacheTest, SnapshotsStayAsTheyWereAcrossManyNodes) {
   EXPECT_EQ(before->Find("n150")->state.cards[0].usage.core, 0);
   EXPECT_EQ(before->Find("n5")->state.name, "n5");
   EXPECT_EQ(before->Find("m0"), nullptr);
+  for (int i = 0; i < 200; ++i) {  // every name found after the churn, on its own node
+    const std::string n = "n" + std::to_string(i), m = "m" + std::to_string(i);
+    EXPECT_EQ(after->Find(n) ? after->Find(n)->state.name : "", i >= 100 ? n : "");
+    EXPECT_EQ(after->Find(m) ? after->Find(m)->state.name : "", i < 70 ? m : "");
+  }
   const std::vector<const NodeView*> nodes = after->Nodes();
   ASSERT_EQ(nodes.size(), 170u);
   for (size_t i = 1; i < nodes.size(); ++i) EXPECT_LT(nodes[i - 1]->state.name, nodes[i]->state.name);

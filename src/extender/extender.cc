@@ -128,6 +128,7 @@ FilterResult Extender::Filter(const ExtenderArgs& args) {
 
 std::vector<HostScore> Extender::Prioritize(const ExtenderArgs& args) {
   std::vector<HostScore> scores;
+  scores.reserve(args.node_names.size());
   for (const std::string& n : args.node_names) scores.push_back({n, 0});
   Result<PodRequest> pod = RequestOf(args.pod);
   if (!pod.ok() || !pod->AsksForGpu()) return scores;

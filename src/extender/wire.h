@@ -38,7 +38,7 @@ struct FilterResult {
 std::string EncodeFilterResult(const ExtenderArgs& args, const FilterResult& result);
 
 struct HostScore {
-  std::string host;
+  std::string_view host;  // into the ExtenderArgs' node names
   int score = 0;
 };
 std::string EncodePrioritizeResult(const std::vector<HostScore>& scores);
