@@ -242,7 +242,10 @@ Result<std::unique_ptr<Client>> Client::Create(ClusterConfig config, ClientOptio
   if (!config.server.starts_with("https://") && !config.server.starts_with("http://")) {
     return Error{"API server address " + config.server + " is not an http:// or https:// URL"};
   }
-  if (!config.tls_server_name.empty()) return Error{"tls-server-name is not supported by mgpu's API client"};
+  if (!config.tls_server_name.empty() && !config.server.starts_with("https://")) {
+    return Error{"tls-server-name " + config.tls_server_name + " is set but API server address " +
+                 config.server + " is not https://"};
+  }
   for (const std::string* file : {&config.ca_file, &config.client_cert_file, &config.client_key_file}) {
     if (!file->empty() && !std::ifstream(*file)) return Error{"cannot read " + *file};
   }
@@ -253,10 +256,25 @@ Result<std::unique_ptr<Client>> Client::Create(ClusterConfig config, ClientOptio
 }
 
 Client::Client(ClusterConfig config, ClientOptions options)
-    : config_(std::move(config)), options_(std::move(options)) {}
+    : config_(std::move(config)), options_(std::move(options)), base_url_(config_.server) {
+  if (config_.tls_server_name.empty()) return;
+  // Ask for https://<tls-server-name>:<port>/<path> (the name the certificate is checked against and sent
+  // as SNI) and have curl connect to the configured host instead.
+  const size_t start = std::string_view("https://").size();
+  const size_t end = std::min(config_.server.find('/', start), config_.server.size());
+  const std::string authority = config_.server.substr(start, end - start);
+  const size_t colon = authority.rfind(':');
+  const bool has_port = colon != std::string::npos && authority.find(']', colon) == std::string::npos;
+  const std::string host = has_port ? authority.substr(0, colon) : authority;
+  const std::string port = has_port ? authority.substr(colon + 1) : "443";
+  base_url_ = "https://" + config_.tls_server_name + ":" + port + config_.server.substr(end);
+  connect_to_ =
+      curl_slist_append(nullptr, (config_.tls_server_name + ":" + port + ":" + host + ":" + port).c_str());
+}
 
 Client::~Client() {
   for (void* handle : handles_) curl_easy_cleanup(static_cast<CURL*>(handle));
+  curl_slist_free_all(static_cast<curl_slist*>(connect_to_));
 }
 
 void* Client::AcquireHandle() {
@@ -299,8 +317,9 @@ std::string Client::CurrentToken(bool force_reread) {
 
 void* Client::Prepare(void* handle, const std::string& path, bool force_token_reread) {
   CURL* curl = static_cast<CURL*>(handle);
-  std::string url = config_.server + path;
+  std::string url = base_url_ + path;
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  if (connect_to_ != nullptr) curl_easy_setopt(curl, CURLOPT_CONNECT_TO, connect_to_);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout.count()));

@@ -215,6 +215,9 @@ class Client {
 
   ClusterConfig config_;
   ClientOptions options_;
+  std::string base_url_;  // config_.server; with tls-server-name, that name in place of the host
+  void* connect_to_ =
+      nullptr;     // curl_slist: with tls-server-name, "name:port:host:port" (connect to the host)
   std::mutex mu_;  // guards handles_ and the token cache
   std::vector<void*> handles_;
   std::string token_;

@@ -517,6 +517,25 @@ TEST_F(TlsClientTest, MissingClientCertificateOrWrongCaFails) {
   EXPECT_TRUE(insecure->ListNodes().ok());
 }
 
+// tls-server-name is the name the server certificate must carry (and the SNI); the connection still goes to
+// the configured address. The test certificate names 127.0.0.1 and localhost.
+TEST_F(TlsClientTest, TlsServerNameIsCheckedInsteadOfTheAddress) {
+  auto fake = StartFake(false);
+  ASSERT_TRUE(fake->url().starts_with("https://127.0.0.1:")) << fake->url();
+  auto named =
+      MustClient({.server = fake->url(), .ca_file = certs_->ca_cert, .tls_server_name = "localhost"});
+  auto nodes = named->ListNodes();
+  ASSERT_TRUE(nodes.ok()) << nodes.message();
+  EXPECT_EQ(Names(*nodes), (std::vector<std::string>{"n"}));
+  auto watch = named->Watch(kNodes, "", {.resource_version = "0"}, [](WatchEvent) { return false; });
+  EXPECT_TRUE(watch.ok()) << watch.message();
+  // A name the certificate does not carry fails, though the address itself is in it.
+  auto other = MustClient(
+      {.server = fake->url(), .ca_file = certs_->ca_cert, .tls_server_name = "kubernetes.default.svc"});
+  EXPECT_FALSE(other->ListNodes().ok());
+  EXPECT_FALSE(Client::Create({.server = "http://127.0.0.1:1", .tls_server_name = "localhost"}).ok());
+}
+
 TEST_F(TlsClientTest, InClusterWithRotatingToken) {
   auto fake = StartFake(false, "sa-token-1");
   TempDir sa;
