@@ -8,6 +8,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/kube/exec_credential.h"
+
 namespace mgpu::kube {
 
 const Resource kNodes{"/api/v1", "nodes", "Node", false};
@@ -295,8 +297,34 @@ void Client::ReleaseHandle(void* handle) {
   handles_.push_back(handle);
 }
 
+Status Client::RefreshExecCredential(bool force) {
+  if (!config_.exec) return Status::Ok();
+  std::lock_guard lock(exec_mu_);
+  {
+    std::lock_guard state(mu_);
+    const bool expired = exec_expires_ && std::chrono::system_clock::now() >= *exec_expires_;
+    if (exec_ran_ && !expired && !force) return Status::Ok();
+  }
+  Result<ExecCredential> credential = RunExecPlugin(*config_.exec);
+  if (!credential) {
+    spdlog::warn("kube: {}", credential.message());
+    return Error{credential.message()};
+  }
+  spdlog::debug("kube: credential plugin {} gave a {}{}", config_.exec->command,
+                credential->token.empty() ? "client certificate" : "token",
+                credential->expires ? "" : " without expiry");
+  std::lock_guard state(mu_);
+  token_ = credential->token;
+  exec_cert_ = credential->client_cert_pem;
+  exec_key_ = credential->client_key_pem;
+  exec_expires_ = credential->expires;
+  exec_ran_ = true;
+  return Status::Ok();
+}
+
 std::string Client::CurrentToken(bool force_reread) {
   std::lock_guard lock(mu_);
+  if (config_.exec) return token_;  // RefreshExecCredential keeps it
   if (config_.token_file.empty()) return config_.token;
   std::error_code ec;
   auto mtime = std::filesystem::last_write_time(config_.token_file, ec);
@@ -336,6 +364,11 @@ void* Client::Prepare(void* handle, const std::string& path, bool force_token_re
   if (!config_.client_key_data.empty()) blob(CURLOPT_SSLKEY_BLOB, config_.client_key_data);
   if (!config_.client_key_file.empty())
     curl_easy_setopt(curl, CURLOPT_SSLKEY, config_.client_key_file.c_str());
+  if (config_.exec) {
+    std::lock_guard lock(mu_);
+    if (!exec_cert_.empty()) blob(CURLOPT_SSLCERT_BLOB, exec_cert_);
+    if (!exec_key_.empty()) blob(CURLOPT_SSLKEY_BLOB, exec_key_);
+  }
   if (config_.insecure_skip_tls_verify) {
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -352,6 +385,8 @@ ApiResult Client::Request(std::string_view method, const std::string& path, cons
                           std::string_view content_type, const CancelToken* cancel) {
   bool reread_token = false;
   for (int attempt = 0;; ++attempt) {
+    if (Status s = RefreshExecCredential(reread_token); !s)
+      return ApiResult::Failure(0, "", DescribeFailure(method, path, 0, s.message()));
     CURL* curl = static_cast<CURL*>(AcquireHandle());
     if (curl == nullptr)
       return ApiResult::Failure(0, "", DescribeFailure(method, path, 0, "curl_easy_init failed"));
@@ -406,8 +441,10 @@ ApiResult Client::Request(std::string_view method, const std::string& path, cons
       std::this_thread::sleep_for(wait);
       continue;
     }
-    if (status == 401 && !config_.token_file.empty() && !reread_token) {
-      reread_token = true;  // the token may have rotated within the file's timestamp resolution
+    if (status == 401 && (!config_.token_file.empty() || config_.exec) && !reread_token) {
+      // The token may have rotated within the file's timestamp resolution, or the plugin's credential been
+      // revoked before its expiry: read it (run it) again, once.
+      reread_token = true;
       continue;
     }
     if (status < 200 || status >= 300) {
@@ -533,6 +570,8 @@ ApiResult Client::Watch(const Resource& resource, std::string_view ns, const Wat
   if (options.allow_bookmarks) AddQuery(path, "allowWatchBookmarks", "true");
   AddQuery(path, "timeoutSeconds", std::to_string(options.server_timeout.count()));
 
+  if (Status s = RefreshExecCredential(false); !s)
+    return ApiResult::Failure(0, "", DescribeFailure("GET", path, 0, s.message()));
   CURL* curl = curl_easy_init();
   CURLM* multi = curl_multi_init();
   if (curl == nullptr || multi == nullptr) {

@@ -212,15 +212,21 @@ class Client {
   // Sets URL, TLS, auth and common headers on a reset handle; returns the header list to free after the call.
   void* Prepare(void* handle, const std::string& path, bool force_token_reread);
   std::string CurrentToken(bool force_reread);
+  // With an exec plugin: runs it when there is no credential yet, it expired, or `force`.
+  Status RefreshExecCredential(bool force);
 
   ClusterConfig config_;
   ClientOptions options_;
   std::string base_url_;  // config_.server; with tls-server-name, that name in place of the host
   void* connect_to_ =
-      nullptr;     // curl_slist: with tls-server-name, "name:port:host:port" (connect to the host)
-  std::mutex mu_;  // guards handles_ and the token cache
+      nullptr;          // curl_slist: with tls-server-name, "name:port:host:port" (connect to the host)
+  std::mutex mu_;       // guards handles_ and the token cache
+  std::mutex exec_mu_;  // one exec plugin run at a time
   std::vector<void*> handles_;
   std::string token_;
+  std::string exec_cert_, exec_key_;  // PEM, from the exec plugin
+  std::optional<std::chrono::system_clock::time_point> exec_expires_;
+  bool exec_ran_ = false;
   std::optional<std::filesystem::file_time_type> token_mtime_;
   std::uintmax_t token_size_ = 0;
 };

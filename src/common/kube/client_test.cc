@@ -44,6 +44,39 @@ std::unique_ptr<Client> MustClient(ClusterConfig config, ClientOptions options =
   return client.ok() ? std::move(client.value()) : nullptr;
 }
 
+// A credential plugin: prints <dir>/answer.json, counts its runs in <dir>/runs, keeps what it was given.
+struct FakePlugin {
+  explicit FakePlugin(const TempDir& dir) : dir(dir) {
+    command = dir.Write("plugin.sh",
+                        "#!/bin/sh\n"
+                        "d=$(dirname \"$0\")\n"
+                        "echo run >> \"$d/runs\"\n"
+                        "printf '%s' \"$KUBERNETES_EXEC_INFO\" > \"$d/info\"\n"
+                        "printf '%s %s' \"$1\" \"$PLUGIN_REGION\" > \"$d/args\"\n"
+                        "cat \"$d/answer.json\"\n");
+    std::filesystem::permissions(command, std::filesystem::perms::owner_all);
+  }
+  void Answer(Json status, const std::string& api_version = "client.authentication.k8s.io/v1") const {
+    dir.Write("answer.json",
+              Json{{"apiVersion", api_version}, {"kind", "ExecCredential"}, {"status", status}}.dump());
+  }
+  size_t Runs() const {
+    std::ifstream in(dir.path() + "/runs");
+    size_t n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    return n;
+  }
+  std::string Read(const std::string& name) const {
+    std::ifstream in(dir.path() + "/" + name);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ExecPlugin Plugin() const {
+    return {"client.authentication.k8s.io/v1", command, {"--cluster"}, {{"PLUGIN_REGION", "eu-1"}}};
+  }
+  const TempDir& dir;
+  std::string command;
+};
+
 class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -272,6 +305,58 @@ TEST_F(ClientTest, TokenFileIsReReadWhenItRotates) {
   EXPECT_TRUE(after.ok()) << after.message();
   auto requests = fake_->requests();
   EXPECT_EQ(requests.back().authorization, "Bearer rotated");
+}
+
+TEST_F(ClientTest, ExecPluginSuppliesTheTokenAndRunsAgainWhenItExpiresOrIsRefused) {
+  TempDir dir;
+  FakePlugin plugin(dir);
+  plugin.Answer({{"token", "secret"}});
+  auto client = MustClient({.server = fake_->url(), .exec = plugin.Plugin()});
+  ASSERT_TRUE(client->ListNodes().ok());
+  ASSERT_TRUE(client->ListNodes().ok());
+  EXPECT_EQ(plugin.Runs(), 1u);  // no expiry: kept
+  EXPECT_EQ(fake_->requests().back().authorization, "Bearer secret");
+  EXPECT_EQ(Json::parse(plugin.Read("info")), (Json{{"apiVersion", "client.authentication.k8s.io/v1"},
+                                                    {"kind", "ExecCredential"},
+                                                    {"spec", {{"interactive", false}}}}));
+  EXPECT_EQ(plugin.Read("args"), "--cluster eu-1");
+  // Revoked: the server says 401, the plugin runs once more and the request goes through.
+  fake_->SetToken("rotated");
+  plugin.Answer({{"token", "rotated"}, {"expirationTimestamp", "2000-01-01T00:00:00Z"}});
+  auto after = client->ListNodes();
+  EXPECT_TRUE(after.ok()) << after.message();
+  EXPECT_EQ(plugin.Runs(), 2u);
+  // Expired (2000): run before each request.
+  ASSERT_TRUE(client->ListNodes().ok());
+  EXPECT_EQ(plugin.Runs(), 3u);
+  plugin.Answer({{"token", "rotated"}, {"expirationTimestamp", "2099-01-01T00:00:00.5+02:00"}});
+  ASSERT_TRUE(client->ListNodes().ok());
+  ASSERT_TRUE(client->ListNodes().ok());
+  EXPECT_EQ(plugin.Runs(), 4u);
+}
+
+TEST_F(ClientTest, BrokenExecPluginsFailTheRequestWithTheReason) {
+  TempDir dir;
+  FakePlugin plugin(dir);
+  const auto failure = [&](const ExecPlugin& p) {
+    auto nodes = MustClient({.server = fake_->url(), .exec = p})->ListNodes();
+    EXPECT_FALSE(nodes.ok());
+    return nodes.message();
+  };
+  EXPECT_NE(failure({"client.authentication.k8s.io/v1", dir.path() + "/missing", {}, {}})
+                .find("cannot run credential plugin"),
+            std::string::npos);
+  dir.Write("answer.json", "not json");
+  EXPECT_NE(failure(plugin.Plugin()).find("did not print an ExecCredential"), std::string::npos);
+  plugin.Answer({{"token", "secret"}}, "client.authentication.k8s.io/v1beta1");
+  EXPECT_NE(failure(plugin.Plugin()).find("apiVersion"), std::string::npos);
+  plugin.Answer(Json::object());
+  EXPECT_NE(failure(plugin.Plugin()).find("neither a token nor a client certificate"), std::string::npos);
+  plugin.Answer({{"token", "secret"}, {"expirationTimestamp", "tomorrow"}});
+  EXPECT_NE(failure(plugin.Plugin()).find("RFC 3339"), std::string::npos);
+  ExecPlugin exits = plugin.Plugin();
+  exits.command = "false";
+  EXPECT_NE(failure(exits).find("exit status 1"), std::string::npos);
 }
 
 TEST_F(ClientTest, ThrottledRequestsAreRetried) {
@@ -534,6 +619,24 @@ TEST_F(TlsClientTest, TlsServerNameIsCheckedInsteadOfTheAddress) {
       {.server = fake->url(), .ca_file = certs_->ca_cert, .tls_server_name = "kubernetes.default.svc"});
   EXPECT_FALSE(other->ListNodes().ok());
   EXPECT_FALSE(Client::Create({.server = "http://127.0.0.1:1", .tls_server_name = "localhost"}).ok());
+}
+
+TEST_F(TlsClientTest, ExecPluginSuppliesAClientCertificate) {
+  auto fake = StartFake(true);
+  TempDir dir;
+  FakePlugin plugin(dir);
+  const auto pem = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  plugin.Answer(
+      {{"clientCertificateData", pem(certs_->client_cert)}, {"clientKeyData", pem(certs_->client_key)}});
+  auto client = MustClient({.server = fake->url(), .ca_file = certs_->ca_cert, .exec = plugin.Plugin()});
+  auto nodes = client->ListNodes();
+  ASSERT_TRUE(nodes.ok()) << nodes.message();
+  auto watch = client->Watch(kNodes, "", {.resource_version = "0"}, [](WatchEvent) { return false; });
+  EXPECT_TRUE(watch.ok()) << watch.message();
+  EXPECT_EQ(plugin.Runs(), 1u);
 }
 
 TEST_F(TlsClientTest, InClusterWithRotatingToken) {

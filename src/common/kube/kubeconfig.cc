@@ -125,6 +125,35 @@ Status PemField(const Entry& entry, const std::string& key, std::string& file, s
   return Status::Ok();
 }
 
+Result<ExecPlugin> ParseExecPlugin(const YAML::Node& exec, const std::string& base_dir) {
+  if (!exec.IsMap()) return Error{"exec is not a mapping"};
+  ExecPlugin plugin;
+  plugin.api_version = Scalar(exec, "apiVersion");
+  if (plugin.api_version != "client.authentication.k8s.io/v1" &&
+      plugin.api_version != "client.authentication.k8s.io/v1beta1") {
+    return Error{"exec apiVersion \"" + plugin.api_version +
+                 "\" is not client.authentication.k8s.io/v1 or client.authentication.k8s.io/v1beta1"};
+  }
+  plugin.command = Scalar(exec, "command");
+  if (plugin.command.empty()) return Error{"exec has no command"};
+  if (plugin.command.find('/') != std::string::npos) plugin.command = Resolve(plugin.command, base_dir);
+  if (YAML::Node args = exec["args"]; args && !args.IsNull()) {
+    if (!args.IsSequence()) return Error{"exec args is not a list"};
+    for (const auto& a : args) {
+      if (!a.IsScalar()) return Error{"exec args holds something other than a string"};
+      plugin.args.push_back(a.as<std::string>());
+    }
+  }
+  if (YAML::Node env = exec["env"]; env && !env.IsNull()) {
+    if (!env.IsSequence()) return Error{"exec env is not a list"};
+    for (const auto& e : env) {
+      if (!e.IsMap() || Scalar(e, "name").empty()) return Error{"exec env holds an entry without a name"};
+      plugin.env.emplace_back(Scalar(e, "name"), Scalar(e, "value"));
+    }
+  }
+  return plugin;
+}
+
 Result<ClusterConfig> Build(const Merged& merged, const std::string& context_name) {
   ClusterConfig config;
   config.context = context_name.empty() ? merged.current_context : context_name;
@@ -171,10 +200,15 @@ Result<ClusterConfig> Build(const Merged& merged, const std::string& context_nam
     if (has_cert != has_key) {
       return Error{"kubeconfig user " + config.user_name + " has a client certificate or key but not both"};
     }
-    if (!has_cert && config.token.empty() && config.token_file.empty() &&
-        (user->second.node["exec"] || user->second.node["auth-provider"])) {
+    if (has_cert || !config.token.empty() || !config.token_file.empty()) return config;
+    if (YAML::Node exec = user->second.node["exec"]; exec) {
+      Result<ExecPlugin> plugin = ParseExecPlugin(exec, user->second.base_dir);
+      if (!plugin) return Error{"kubeconfig user " + config.user_name + ": " + plugin.message()};
+      config.exec = std::move(plugin.value());
+    } else if (user->second.node["auth-provider"]) {
       return Error{"kubeconfig user " + config.user_name +
-                   " uses an exec or auth-provider plugin, which mgpu does not support"};
+                   " uses an auth-provider plugin, which mgpu does not support (kubectl dropped them too; "
+                   "use an exec credential plugin)"};
     }
   }
   return config;

@@ -6,13 +6,24 @@
 // them. Parsing only: nothing here opens a connection.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/result.h"
 
 namespace mgpu::kube {
 
 inline constexpr char kServiceAccountDir[] = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+// A client-go credential plugin (a kubeconfig user's `exec`), run for a bearer token or client certificate.
+struct ExecPlugin {
+  std::string api_version{};  // client.authentication.k8s.io/v1 or /v1beta1: of the ExecCredential exchanged
+  std::string command{};      // a relative path with a '/' is resolved against the kubeconfig's directory
+  std::vector<std::string> args{};
+  std::vector<std::pair<std::string, std::string>> env{};  // added to this process's environment
+};
 
 // One resolved connection. A *_file field is a path, a *_data field holds PEM bytes; at most one of each pair
 // is set.
@@ -33,6 +44,8 @@ struct ClusterConfig {
   std::string user_name{};        // the kubeconfig user used
   std::string
       default_namespace{};  // the context's namespace (or the service account's), "default" when unset
+  std::optional<ExecPlugin>
+      exec{};  // credentials come from this plugin (when no token or certificate is set)
 };
 
 // Parses kubeconfig YAML. `context` empty means current-context; `base_dir` resolves relative paths.

@@ -123,6 +123,45 @@ current-context: a)",
   EXPECT_FALSE(bad_data.ok());
 }
 
+TEST(KubeconfigTest, ExecCredentialPlugin) {
+  const std::string head = R"(
+clusters: [{name: c, cluster: {server: "https://h"}}]
+contexts: [{name: a, context: {cluster: c, user: u}}]
+current-context: a
+users:
+- name: u
+  user:
+    exec:
+)";
+  auto config = ParseKubeconfig(head + R"(      apiVersion: client.authentication.k8s.io/v1
+      command: bin/get-token
+      args: [--cluster, prod]
+      env: [{name: REGION, value: eu-1}, {name: EMPTY}]
+      interactiveMode: Never
+)",
+                                "/etc/kube");
+  ASSERT_TRUE(config.ok()) << config.message();
+  ASSERT_TRUE(config->exec.has_value());
+  EXPECT_EQ(config->exec->api_version, "client.authentication.k8s.io/v1");
+  EXPECT_EQ(config->exec->command, "/etc/kube/bin/get-token");  // has a '/': next to the kubeconfig
+  EXPECT_EQ(config->exec->args, (std::vector<std::string>{"--cluster", "prod"}));
+  EXPECT_EQ(config->exec->env,
+            (std::vector<std::pair<std::string, std::string>>{{"REGION", "eu-1"}, {"EMPTY", ""}}));
+  auto on_path = ParseKubeconfig(
+      head + "      {apiVersion: client.authentication.k8s.io/v1beta1, command: aws}\n", "/etc/kube");
+  ASSERT_TRUE(on_path.ok()) << on_path.message();
+  EXPECT_EQ(on_path->exec->command, "aws");  // looked up on PATH
+  for (const std::string bad :
+       {"      {command: aws}\n", "      {apiVersion: client.authentication.k8s.io/v2, command: aws}\n",
+        "      {apiVersion: client.authentication.k8s.io/v1}\n",
+        "      {apiVersion: client.authentication.k8s.io/v1, command: aws, args: x}\n",
+        "      {apiVersion: client.authentication.k8s.io/v1, command: aws, env: [{value: v}]}\n"}) {
+    auto r = ParseKubeconfig(head + bad, "");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.message().find("exec"), std::string::npos) << r.message();
+  }
+}
+
 TEST(KubeconfigTest, MergesFilesFirstDefinitionWins) {
   TempDir dir;
   std::string first = dir.Write("first", R"(
