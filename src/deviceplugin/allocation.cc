@@ -28,6 +28,16 @@ void SortUnique(std::vector<int64_t>& v) {
   v.erase(std::unique(v.begin(), v.end()), v.end());
 }
 
+// SortUnique for ordinals below `bound` (a card's device count), in linear time: the kubelet lists IDs in
+// string order ("m10" before "m2"), tens of thousands of them for memory.
+void SortUniqueBelow(std::vector<int64_t>& v, int64_t bound) {
+  std::vector<bool> present(static_cast<size_t>(bound));
+  for (int64_t x : v) present[static_cast<size_t>(x)] = true;
+  v.clear();
+  for (int64_t x = 0; x < bound; ++x)
+    if (present[static_cast<size_t>(x)]) v.push_back(x);
+}
+
 const Card* FindCard(const std::vector<Card>& cards, std::string_view uuid) {
   for (const Card& c : cards) {
     if (c.uuid == uuid) return &c;
@@ -37,40 +47,55 @@ const Card* FindCard(const std::vector<Card>& cards, std::string_view uuid) {
 
 std::string Name(Resource resource) { return std::string(ShortName(resource)); }
 
-Result<ParsedDeviceId> ReadId(const std::string& id, Resource resource, const std::vector<Card>& cards,
-                              const Config& config) {
+// A device ID of `resource` on a card of this node, parsed. `hint` is tried first (IDs come card by card).
+struct ReadDevice {
+  const Card* card;
+  int64_t ordinal;
+};
+Result<ReadDevice> ReadId(std::string_view id, Resource resource, const std::vector<Card>& cards,
+                          const Config& config, const Card* hint) {
   auto parsed = ParseDeviceId(id);
   if (!parsed.ok()) return parsed.error();
   if (parsed->resource != resource) {
-    return Error{"device ID " + id + " is a " + Name(parsed->resource) + " device, asked for as " +
-                 Name(resource)};
+    return Error{"device ID " + std::string(id) + " is a " + Name(parsed->resource) +
+                 " device, asked for as " + Name(resource)};
   }
-  const Card* card = FindCard(cards, parsed->card_uuid);
-  if (!card)
-    return Error{"device ID " + id + " names card " + parsed->card_uuid + ", which this node does not have"};
+  const Card* card = hint && hint->uuid == parsed->card_uuid ? hint : FindCard(cards, parsed->card_uuid);
+  if (!card) {
+    return Error{"device ID " + std::string(id) + " names card " + std::string(parsed->card_uuid) +
+                 ", which this node does not have"};
+  }
   if (parsed->ordinal >= DevicesPerCard(*card, resource, config)) {
-    return Error{"device ID " + id + " is beyond the " +
+    return Error{"device ID " + std::string(id) + " is beyond the " +
                  std::to_string(DevicesPerCard(*card, resource, config)) + " " + Name(resource) +
                  " devices of card " + card->uuid};
   }
-  return parsed;
+  return ReadDevice{card, parsed->ordinal};
 }
 
 Result<std::map<std::string, CardDevices>> GroupByCard(Resource resource, const PreferredRequest& request,
                                                        const std::vector<Card>& cards, const Config& config) {
   std::map<std::string, CardDevices> out;
-  for (const std::string& id : request.available) {
-    auto parsed = ReadId(id, resource, cards, config);
-    if (!parsed.ok()) return Error{"available " + parsed.message()};
-    out[parsed->card_uuid].available.push_back(parsed->ordinal);
+  const Card* card = nullptr;
+  CardDevices* devices = nullptr;
+  const auto add = [&](std::string_view id, const char* list, bool must) -> Status {
+    auto read = ReadId(id, resource, cards, config, card);
+    if (!read.ok()) return Error{std::string(list) + " " + read.message()};
+    if (read->card != card) {
+      card = read->card;
+      devices = &out[card->uuid];
+    }
+    (must ? devices->must_include : devices->available).push_back(read->ordinal);
+    return Status::Ok();
+  };
+  for (std::string_view id : request.available) {
+    if (Status s = add(id, "available", false); !s) return Error{s.message()};
   }
-  for (const std::string& id : request.must_include) {
-    auto parsed = ReadId(id, resource, cards, config);
-    if (!parsed.ok()) return Error{"must-include " + parsed.message()};
-    out[parsed->card_uuid].must_include.push_back(parsed->ordinal);
+  for (std::string_view id : request.must_include) {
+    if (Status s = add(id, "must-include", true); !s) return Error{s.message()};
   }
   for (auto& [uuid, d] : out) {
-    SortUnique(d.available);
+    SortUniqueBelow(d.available, DevicesPerCard(*FindCard(cards, uuid), resource, config));
     SortUnique(d.must_include);
   }
   return out;
@@ -247,13 +272,15 @@ Result<ResourceAllocation> ReadAllocation(Resource resource, const std::vector<s
   if (device_ids.empty()) return Error{"Allocate asked for no " + Name(resource) + " devices"};
   std::map<int, int64_t> count_by_index;  // card index → devices
   std::unordered_set<std::string_view> seen;
+  seen.reserve(device_ids.size());
   ResourceAllocation out;
   out.resource = resource;
+  const Card* card = nullptr;
   for (const std::string& id : device_ids) {
     if (!seen.insert(id).second) return Error{"device ID " + id + " is asked for twice"};
-    auto parsed = ReadId(id, resource, cards, config);
-    if (!parsed.ok()) return parsed.error();
-    const Card* card = FindCard(cards, parsed->card_uuid);
+    auto read = ReadId(id, resource, cards, config, card);
+    if (!read.ok()) return read.error();
+    card = read->card;
     if (!card->healthy) {
       return Error{"device ID " + id + " is on card " + card->uuid + " (index " +
                    std::to_string(card->index) + "), which is unhealthy"};

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/config.h"
@@ -25,10 +26,10 @@ struct PendingContainer {
   int order = 0;  // the container's place in the pod (init containers first), the order the kubelet admits in
 };
 
-// One ContainerPreferredAllocationRequest.
+// One ContainerPreferredAllocationRequest; the IDs are the caller's (the kubelet's request), not copied.
 struct PreferredRequest {
-  std::vector<std::string> available;
-  std::vector<std::string> must_include;
+  std::vector<std::string_view> available;
+  std::vector<std::string_view> must_include;
   int64_t size = 0;
 };
 

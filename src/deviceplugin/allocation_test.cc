@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <list>
+#include <string_view>
+
 namespace mgpu::dp {
 namespace {
 
@@ -13,16 +16,19 @@ std::vector<Card> Cards(int n, int64_t memory_mib = 8) {
   return cards;
 }
 
-// Every device of `resource` on `cards` but the first `taken[card]` ordinals.
-Ids Available(const std::vector<Card>& cards, Resource resource, const Config& config,
-              const std::map<std::string, int64_t>& taken = {}) {
-  Ids out;
+// Every device of `resource` on `cards` but the first `taken[card]` ordinals, as views (PreferredRequest
+// borrows its IDs, as the plugin borrows them from the kubelet's request) into IDs kept for the whole run.
+std::vector<std::string_view> Available(const std::vector<Card>& cards, Resource resource,
+                                        const Config& config,
+                                        const std::map<std::string, int64_t>& taken = {}) {
+  static std::list<Ids> kept;
+  Ids& ids = kept.emplace_back();
   for (const Card& c : cards) {
     auto it = taken.find(c.uuid);
     for (int64_t k = it == taken.end() ? 0 : it->second; k < DevicesPerCard(c, resource, config); ++k)
-      out.push_back(DeviceId(c.uuid, resource, k));
+      ids.push_back(DeviceId(c.uuid, resource, k));
   }
-  return out;
+  return {ids.begin(), ids.end()};
 }
 
 PendingContainer Pending(std::string pod, std::vector<CardShare> cards, int64_t assume) {

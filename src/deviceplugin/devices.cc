@@ -77,7 +77,7 @@ Result<ParsedDeviceId> ParseDeviceId(std::string_view id) {
   if (digits.size() > 1 && digits[0] == '0') return bad();  // one spelling per ordinal
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), out.ordinal);
   if (ec != std::errc() || end != digits.data() + digits.size() || out.ordinal < 0) return bad();
-  out.card_uuid = std::string(id.substr(0, dash));
+  out.card_uuid = id.substr(0, dash);
   return out;
 }
 

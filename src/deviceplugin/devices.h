@@ -28,7 +28,7 @@ std::string FullName(Resource resource, const ResourceNames& names);
 std::string DeviceId(std::string_view card_uuid, Resource resource, int64_t ordinal);
 
 struct ParsedDeviceId {
-  std::string card_uuid;
+  std::string_view card_uuid;  // into the parsed ID
   Resource resource = Resource::kCore;
   int64_t ordinal = 0;
 };

@@ -195,11 +195,12 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
     if (matches_.size() > kMaxMatches) matches_.pop_front();
   }
 
-  std::optional<PendingContainer> TakeMatch(std::vector<std::string> ids) {
-    std::sort(ids.begin(), ids.end());
+  std::optional<PendingContainer> TakeMatch(const std::vector<std::string>& ids) {
+    std::vector<std::string_view> sorted(ids.begin(), ids.end());
+    std::sort(sorted.begin(), sorted.end());
     std::lock_guard lock(matches_mu_);
     for (auto it = matches_.rbegin(); it != matches_.rend(); ++it) {
-      if (it->ids != ids) continue;
+      if (!std::equal(it->ids.begin(), it->ids.end(), sorted.begin(), sorted.end())) continue;
       PendingContainer out = std::move(it->container);
       matches_.erase(std::next(it).base());
       return out;

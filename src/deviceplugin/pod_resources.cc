@@ -25,7 +25,8 @@ AllocatedPods ReadAllocatedPods(const v1::ListPodResourcesResponse& response, co
           if (!parsed.ok() || parsed->resource != r->second) continue;
           auto share = std::find_if(ca.cards.begin(), ca.cards.end(),
                                     [&](const CardShare& s) { return s.uuid == parsed->card_uuid; });
-          if (share == ca.cards.end()) share = ca.cards.insert(ca.cards.end(), CardShare{parsed->card_uuid});
+          if (share == ca.cards.end())
+            share = ca.cards.insert(ca.cards.end(), CardShare{std::string(parsed->card_uuid)});
           switch (r->second) {
             case Resource::kCore:
               share->core += 1;
