@@ -509,25 +509,47 @@ Outcome FakeApiServer::BindLocked(const std::string& ns, const std::string& name
 }
 
 Outcome FakeApiServer::ListLocked(const std::string& resource, const std::string& ns,
-                                  const std::string& label_selector,
-                                  const std::string& field_selector) const {
+                                  const std::string& label_selector, const std::string& field_selector,
+                                  const std::string& limit, const std::string& continue_token) {
   const KindInfo* kind = FindKind(resource);
   if (kind == nullptr) return Fail(404, "NotFound", "the server could not find the requested resource");
-  auto labels = ParseSelector(label_selector, false);
-  auto fields = ParseSelector(field_selector, true);
-  if (!labels) return Fail(400, "BadRequest", "unable to parse requirement: " + label_selector);
-  if (!fields) return Fail(400, "BadRequest", "invalid field selector: " + field_selector);
-  Json items = Json::array();
-  if (auto store = objects_.find(resource); store != objects_.end()) {
-    for (const auto& [key, object] : store->second) {
-      if (!ns.empty() && kube::MetadataString(object, "namespace") != ns) continue;
-      if (Matches(object, *labels, *fields)) items.push_back(object);
+  int64_t version = rv_;
+  std::vector<Json> items;
+  if (!continue_token.empty()) {
+    auto page = pages_.find(continue_token);
+    if (page == pages_.end()) {
+      return Fail(410, "Expired",
+                  "The provided continue parameter is too old to display a consistent list result. You can "
+                  "start a new list without the continue parameter.");
     }
+    version = page->second.first;
+    items = std::move(page->second.second);
+    pages_.erase(page);
+  } else {
+    auto labels = ParseSelector(label_selector, false);
+    auto fields = ParseSelector(field_selector, true);
+    if (!labels) return Fail(400, "BadRequest", "unable to parse requirement: " + label_selector);
+    if (!fields) return Fail(400, "BadRequest", "invalid field selector: " + field_selector);
+    if (auto store = objects_.find(resource); store != objects_.end()) {
+      for (const auto& [key, object] : store->second) {
+        if (!ns.empty() && kube::MetadataString(object, "namespace") != ns) continue;
+        if (Matches(object, *labels, *fields)) items.push_back(object);
+      }
+    }
+  }
+  Json metadata = {{"resourceVersion", std::to_string(version)}};
+  const long page_size = limit.empty() ? 0 : std::atol(limit.c_str());
+  if (page_size > 0 && items.size() > static_cast<size_t>(page_size)) {
+    const std::string token = "page-" + std::to_string(++next_page_);
+    pages_[token] = {version, std::vector<Json>(items.begin() + page_size, items.end())};
+    items.resize(static_cast<size_t>(page_size));
+    metadata["continue"] = token;
+    metadata["remainingItemCount"] = pages_[token].second.size();
   }
   return {200,
           {{"kind", std::string(kind->kind) + "List"},
            {"apiVersion", kind->group_version},
-           {"metadata", {{"resourceVersion", std::to_string(rv_)}}},
+           {"metadata", metadata},
            {"items", items}}};
 }
 
@@ -615,6 +637,7 @@ void FakeApiServer::Compact() {
     std::lock_guard lock(mu_);
     compacted_rv_ = rv_;
     history_.clear();
+    pages_.clear();
   }
   cv_.notify_all();
 }
@@ -650,13 +673,13 @@ std::vector<RecordedRequest> FakeApiServer::requests() const {
   return requests_;
 }
 
-std::optional<Fault> FakeApiServer::TakeFault(const std::string& method, const std::string& path,
-                                              bool watch) {
+std::optional<Fault> FakeApiServer::TakeFault(const httplib::Request& req, bool watch) {
   std::lock_guard lock(mu_);
   for (auto it = faults_.begin(); it != faults_.end(); ++it) {
-    if (!it->method.empty() && it->method != method) continue;
-    if (!path.starts_with(it->path_prefix)) continue;
+    if (!it->method.empty() && it->method != req.method) continue;
+    if (!req.path.starts_with(it->path_prefix)) continue;
     if (it->watch && *it->watch != watch) continue;
+    if (!it->with_param.empty() && !req.has_param(it->with_param)) continue;
     Fault fault = *it;
     if (it->times > 0 && --it->times == 0) faults_.erase(it);
     return fault;
@@ -686,7 +709,7 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
   }
   int drop_after = -1;
   bool truncate = false;
-  if (std::optional<Fault> fault = TakeFault(req.method, req.path, watch)) {
+  if (std::optional<Fault> fault = TakeFault(req, watch)) {
     switch (fault->action) {
       case Fault::Action::kStatus: {
         static const std::map<int, std::string> kReasons = {
@@ -803,8 +826,8 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
   {
     std::lock_guard lock(mu_);
     if (req.method == "GET" && name.empty()) {
-      out =
-          ListLocked(plural, ns, req.get_param_value("labelSelector"), req.get_param_value("fieldSelector"));
+      out = ListLocked(plural, ns, req.get_param_value("labelSelector"), req.get_param_value("fieldSelector"),
+                       req.get_param_value("limit"), req.get_param_value("continue"));
     } else if (req.method == "GET") {
       auto& store = objects_[plural];
       auto it = store.find(Key(ns, name));

@@ -65,6 +65,7 @@ struct Fault {
   std::string method{};         // "" matches any
   std::string path_prefix{};    // "" matches any
   std::optional<bool> watch{};  // true: only watches; false: only non-watch requests
+  std::string with_param{};     // "" matches any; else only requests carrying this query parameter
   int status = 500;
   int retry_after_seconds = 0;
   std::chrono::milliseconds delay{0};
@@ -112,7 +113,7 @@ class FakeApiServer {
   void InjectFault(Fault fault);
   void ClearFaults();
   void DropWatches();  // cuts every open watch stream now, without the closing chunk
-  void Compact();      // forgets the watch history: watches from any older version get 410 Gone
+  void Compact();      // forgets the watch history and list continue tokens: both get 410 Gone
   void SetToken(std::string token);
   // Malformed data for robustness tests: a raw line sent to every watch of `resource` (bumping the version),
   // and an object stored as is (no validation, no event) under `key`, so that lists return it.
@@ -142,7 +143,7 @@ class FakeApiServer {
   void Handle(const httplib::Request& req, httplib::Response& res);
   void ServeWatch(const std::string& resource, const std::string& ns, const httplib::Request& req,
                   httplib::Response& res, uint64_t generation, int drop_after, bool truncate);
-  std::optional<Fault> TakeFault(const std::string& method, const std::string& path, bool watch);
+  std::optional<Fault> TakeFault(const httplib::Request& req, bool watch);
   bool WaitWhileRunning(std::chrono::milliseconds delay);
 
   Outcome CreateLocked(const std::string& resource, const std::string& ns, Json object);
@@ -152,8 +153,10 @@ class FakeApiServer {
                       const Json& patch, const std::string& content_type);
   Outcome DeleteLocked(const std::string& resource, const std::string& ns, const std::string& name);
   Outcome BindLocked(const std::string& ns, const std::string& name, const Json& binding);
+  // `limit` and `continue_token` as the query gives them ("" when absent).
   Outcome ListLocked(const std::string& resource, const std::string& ns, const std::string& label_selector,
-                     const std::string& field_selector) const;
+                     const std::string& field_selector, const std::string& limit,
+                     const std::string& continue_token);
   void RecordLocked(const std::string& resource, const std::string& type, const Json& object,
                     Json old_object);
 
@@ -172,6 +175,10 @@ class FakeApiServer {
   int open_watches_ = 0;
   std::map<std::string, std::map<std::string, Json>> objects_;  // resource -> "ns/name" -> object
   std::deque<Event> history_;
+  // Paginated lists: per continue token, the version the list was taken at and the items not yet sent
+  // (a consistent snapshot, as the real server gives). Compact() expires them.
+  std::map<std::string, std::pair<int64_t, std::vector<Json>>> pages_;
+  uint64_t next_page_ = 0;
   std::vector<Fault> faults_;
   std::vector<RecordedRequest> requests_;
 };

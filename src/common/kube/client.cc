@@ -467,14 +467,41 @@ ApiResult Client::Get(const Resource& resource, std::string_view ns, std::string
 
 ApiResult Client::List(const Resource& resource, std::string_view ns, const ListOptions& options,
                        const CancelToken* cancel) {
-  std::string path = ResourcePath(resource, ns);
-  AddSelectors(path, options);
-  ApiResult result = Request("GET", path, nullptr, "", cancel);
-  auto items = result ? result->find("items") : Json::const_iterator();
-  if (result && (items == result->end() || !(items->is_array() || items->is_null()))) {
-    return ApiResult::Failure(200, "", DescribeFailure("GET", path, 200, "the answer is not a list"));
+  std::string base = ResourcePath(resource, ns);
+  AddSelectors(base, options);
+  // Page by page (client-go's pager): the pages are one snapshot, at the first page's resourceVersion. When
+  // the continue token expires midway (the server compacted), the whole list is asked for at once instead.
+  Json items = Json::array();
+  std::string next;
+  bool paged = options_.list_page_size > 0;
+  for (;;) {
+    std::string path = base;
+    if (paged) AddQuery(path, "limit", std::to_string(options_.list_page_size));
+    if (!next.empty()) AddQuery(path, "continue", next);
+    ApiResult page = Request("GET", path, nullptr, "", cancel);
+    if (!page.ok() && page.IsGone() && !next.empty()) {
+      spdlog::info("kube: continue token of the list of {} expired; listing it in one answer", base);
+      items = Json::array();
+      next.clear();
+      paged = false;
+      continue;
+    }
+    if (!page.ok()) return page;
+    Json body = std::move(page).value();
+    auto found = body.find("items");
+    if (found == body.end() || !(found->is_array() || found->is_null())) {
+      return ApiResult::Failure(200, "", DescribeFailure("GET", path, 200, "the answer is not a list"));
+    }
+    if (found->is_array()) {
+      for (Json& item : *found) items.push_back(std::move(item));
+    }
+    next = StringAt(body, {"metadata", "continue"});
+    if (next.empty() || !paged) {
+      body["items"] = std::move(items);
+      if (auto m = body.find("metadata"); m != body.end() && m->is_object()) m->erase("continue");
+      return body;
+    }
   }
-  return result;
 }
 
 ApiResult Client::Create(const Resource& resource, std::string_view ns, const Json& object) {

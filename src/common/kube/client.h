@@ -148,6 +148,7 @@ struct ClientOptions {
   int max_throttle_retries = 5;                    // 429 answers retried this many times
   std::chrono::milliseconds max_retry_wait{5000};  // cap on one Retry-After wait
   std::string user_agent = "mgpu";
+  int64_t list_page_size = 500;  // lists come in pages of this many items (`limit`/`continue`); 0: one answer
 };
 
 class Client {

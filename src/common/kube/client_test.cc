@@ -1,6 +1,7 @@
 #include "common/kube/client.h"
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@ namespace {
 using mgpu::testing::FakeApiServer;
 using mgpu::testing::FakeApiServerOptions;
 using mgpu::testing::Fault;
+using mgpu::testing::RecordedRequest;
 using mgpu::testing::TempDir;
 using mgpu::testing::WaitUntil;
 
@@ -357,6 +359,60 @@ TEST_F(ClientTest, BrokenExecPluginsFailTheRequestWithTheReason) {
   ExecPlugin exits = plugin.Plugin();
   exits.command = "false";
   EXPECT_NE(failure(exits).find("exit status 1"), std::string::npos);
+}
+
+TEST_F(ClientTest, ListsComeInPagesAndAnExpiredTokenFallsBackToOneAnswer) {
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(fake_->Create("nodes", Node("n" + std::to_string(i))).ok());
+  auto client = MustClient({.server = fake_->url(), .token = "secret"}, {.list_page_size = 3});
+  auto nodes = client->ListNodes();
+  ASSERT_TRUE(nodes.ok()) << nodes.message();
+  EXPECT_EQ(Names(*nodes), (std::vector<std::string>{"n0", "n1", "n2", "n3", "n4", "n5", "n6"}));
+  EXPECT_EQ(StringAt(*nodes, {"metadata", "continue"}), "");
+  const std::string version = StringAt(*nodes, {"metadata", "resourceVersion"});
+  EXPECT_FALSE(version.empty());
+  const auto requests = fake_->requests();
+  ASSERT_EQ(requests.size(), 3u);
+  for (const RecordedRequest& r : requests) EXPECT_EQ(r.params.at("limit"), "3");
+  EXPECT_EQ(requests[0].params.count("continue"), 0u);
+  EXPECT_EQ(requests[2].params.count("continue"), 1u);
+  // An expired continue token (the server compacted) gives a whole list in one answer.
+  fake_->InjectFault({.action = Fault::Action::kStatus, .with_param = "continue", .status = 410});
+  auto whole = client->ListNodes();
+  ASSERT_TRUE(whole.ok()) << whole.message();
+  EXPECT_EQ(Names(*whole).size(), 7u);
+  const auto after = fake_->requests();
+  EXPECT_EQ(after.back().params.count("limit"), 0u);
+  // Unpaged when asked.
+  auto unpaged = MustClient({.server = fake_->url(), .token = "secret"}, {.list_page_size = 0});
+  ASSERT_TRUE(unpaged->ListNodes().ok());
+  EXPECT_EQ(fake_->requests().back().params.count("limit"), 0u);
+}
+
+// The shared fake pages like the real server: later pages come from the first page's snapshot, and
+// compaction expires the continue tokens.
+TEST(FakeApiServerPages, LaterPagesComeFromTheFirstPagesSnapshotUntilCompaction) {
+  FakeApiServer fake;
+  ASSERT_TRUE(fake.Start().ok());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(fake.Create("nodes", Node("n" + std::to_string(i))).ok());
+  httplib::Client http(fake.url());
+  auto page = http.Get("/api/v1/nodes?limit=2");
+  ASSERT_TRUE(page);
+  const Json first = Json::parse(page->body);
+  const std::string token = StringAt(first, {"metadata", "continue"});
+  ASSERT_FALSE(token.empty());
+  ASSERT_TRUE(fake.Create("nodes", Node("n9")).ok());
+  auto rest = http.Get("/api/v1/nodes?limit=2&continue=" + token);
+  ASSERT_TRUE(rest);
+  const Json second = Json::parse(rest->body);
+  EXPECT_EQ(Names(second), (std::vector<std::string>{"n2", "n3"}));
+  EXPECT_EQ(StringAt(second, {"metadata", "resourceVersion"}),
+            StringAt(first, {"metadata", "resourceVersion"}));
+  auto again = http.Get("/api/v1/nodes?limit=1");
+  const std::string token2 = StringAt(Json::parse(again->body), {"metadata", "continue"});
+  fake.Compact();
+  auto gone = http.Get("/api/v1/nodes?limit=1&continue=" + token2);
+  ASSERT_TRUE(gone);
+  EXPECT_EQ(gone->status, 410);
 }
 
 TEST_F(ClientTest, ThrottledRequestsAreRetried) {
