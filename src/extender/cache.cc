@@ -24,6 +24,12 @@ std::optional<HostRequest> AllocatableOf(const json& node) {
   return HostRequest{*c, *m};
 }
 
+// Bound to a node and not finished: the pod holds what it requested there.
+bool HoldsNode(const json& pod) {
+  const std::string phase = kube::StringAt(pod, {"status", "phase"});
+  return !kube::StringAt(pod, {"spec", "nodeName"}).empty() && phase != "Succeeded" && phase != "Failed";
+}
+
 std::string KeyOf(const json& object) {
   std::string ns = kube::StringAt(object, {"metadata", "namespace"});
   return (ns.empty() ? "default" : ns) + "/" + kube::StringAt(object, {"metadata", "name"});
@@ -120,25 +126,21 @@ void ClusterView::Set(const std::string& name, std::shared_ptr<NodeView> view) {
   (*block)[slot % kBlockSize] = std::move(view);
   blocks_[slot / kBlockSize] = std::move(block);
   if (existed && At(slot)) return;  // replaced: the index stays
-  if (existed) {                    // removed: index the rest afresh
+  if (existed) {
     --count_;
     free_slots_.push_back(slot);
-    auto index = std::make_shared<Index>(index_->size());
+  } else {
+    ++count_;
+  }
+  std::shared_ptr<Index> index;
+  if (!existed && count_ * 2 <= index_->size()) {  // added, and room left
+    index = std::make_shared<Index>(*index_);
+    Insert(*index, slot);
+  } else {  // removed (linear probing cannot just clear an entry), or grown: index every node afresh
+    index = std::make_shared<Index>(count_ * 2 > index_->size() ? index_->size() * 2 : index_->size());
     for (size_t s = 0; s < SlotCount(); ++s)
       if (At(s)) Insert(*index, s);
-    index_ = std::move(index);
-    return;
   }
-  ++count_;  // added
-  std::shared_ptr<Index> index;
-  if (count_ * 2 > index_->size()) {
-    index = std::make_shared<Index>(index_->size() * 2);
-    for (size_t s = 0; s < SlotCount(); ++s)
-      if (s != slot && At(s)) Insert(*index, s);
-  } else {
-    index = std::make_shared<Index>(*index_);
-  }
-  Insert(*index, slot);
   index_ = std::move(index);
 }
 
@@ -229,8 +231,7 @@ std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const json& pod) {
     return std::nullopt;
   }
   entry.placed.request = std::move(*request);
-  const std::string phase = kube::StringAt(pod, {"status", "phase"});
-  entry.counts_when_fresh = !entry.node.empty() && phase != "Succeeded" && phase != "Failed";
+  entry.counts_when_fresh = HoldsNode(pod);
   return entry;
 }
 
@@ -239,12 +240,11 @@ void ClusterCache::UpsertPod(const json& pod) {
   const std::string key = KeyOf(pod);
   const std::string uid = kube::StringAt(pod, {"metadata", "uid"});
   const std::string phase = kube::StringAt(pod, {"status", "phase"});
-  const std::string node = kube::StringAt(pod, {"spec", "nodeName"});
   std::optional<HostUse> use;
-  if (!node.empty() && phase != "Succeeded" && phase != "Failed") use = HostUse{node, HostRequestOf(pod)};
+  if (HoldsNode(pod)) use = HostUse{kube::StringAt(pod, {"spec", "nodeName"}), HostRequestOf(pod)};
   std::lock_guard lock(mu_);
-  SetHostUseLocked(key, std::move(use));
-  const std::set<std::string> old_nodes = NodesOfLocked(key);
+  std::set<std::string> old_nodes = NodesOfLocked(key);
+  old_nodes.merge(SetHostUseLocked(key, std::move(use)));
   if (entry)
     pods_[key] = std::move(*entry);
   else
@@ -263,8 +263,8 @@ void ClusterCache::DeletePod(const json& pod) {
   const std::string key = KeyOf(pod);
   const std::string uid = kube::StringAt(pod, {"metadata", "uid"});
   std::lock_guard lock(mu_);
-  SetHostUseLocked(key, std::nullopt);
-  const std::set<std::string> old_nodes = NodesOfLocked(key);
+  std::set<std::string> old_nodes = NodesOfLocked(key);
+  old_nodes.merge(SetHostUseLocked(key, std::nullopt));
   pods_.erase(key);
   if (auto a = assumed_.find(key); a != assumed_.end() && a->second.placed.uid == uid) assumed_.erase(a);
   ReindexLocked(key, old_nodes);
@@ -403,14 +403,15 @@ void ClusterCache::ExpireLocked(int64_t now) {
   ChangedLocked();
 }
 
-void ClusterCache::SetHostUseLocked(const std::string& key, std::optional<HostUse> use) {
+std::set<std::string> ClusterCache::SetHostUseLocked(const std::string& key, std::optional<HostUse> use) {
   auto it = host_.find(key);
-  if (it == host_.end() ? !use : use && it->second == *use) return;
+  if (it == host_.end() ? !use : use && it->second == *use) return {};
   std::set<std::string> touched;
   const auto add = [&](const HostUse& u, int sign) {
     HostRequest& sum = requested_[u.node];
     sum.cpu_milli += sign * u.request.cpu_milli;
     sum.memory_mib += sign * u.request.memory_mib;
+    if (sum.cpu_milli == 0 && sum.memory_mib == 0) requested_.erase(u.node);
     touched.insert(u.node);
   };
   if (it != host_.end()) {
@@ -421,14 +422,7 @@ void ClusterCache::SetHostUseLocked(const std::string& key, std::optional<HostUs
     add(*use, 1);
     host_.emplace(key, std::move(*use));
   }
-  const int64_t now = now_ns_();
-  for (const std::string& n : touched) {
-    if (auto r = requested_.find(n);
-        r != requested_.end() && r->second.cpu_milli == 0 && r->second.memory_mib == 0)
-      requested_.erase(r);
-    if (nodes_.count(n)) RebuildLocked(n, now);
-  }
-  ChangedLocked();
+  return touched;
 }
 
 void ClusterCache::ChangedLocked() {

@@ -143,8 +143,8 @@ class ClusterCache {
   void RebuildLocked(const std::string& node, int64_t now);
   void ExpireLocked(int64_t now);
   void ChangedLocked();
-  // Records the pod's host request (`use` empty: none) and rebuilds the nodes whose sums changed.
-  void SetHostUseLocked(const std::string& key, std::optional<HostUse> use);
+  // Records the pod's host request (`use` empty: none); returns the nodes whose sums changed (to rebuild).
+  std::set<std::string> SetHostUseLocked(const std::string& key, std::optional<HostUse> use);
   std::string AmbiguityLocked(const NodeView& view, const PodRequest& pod, const std::string& uid,
                               const Assignment& assignment) const;
 

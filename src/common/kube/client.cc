@@ -303,7 +303,8 @@ Status Client::RefreshExecCredential(bool force) {
   {
     std::lock_guard state(mu_);
     const bool expired = exec_expires_ && std::chrono::system_clock::now() >= *exec_expires_;
-    if (exec_ran_ && !expired && !force) return Status::Ok();
+    const bool have = !token_.empty() || !exec_cert_.empty();  // a run always gives one of them
+    if (have && !expired && !force) return Status::Ok();
   }
   Result<ExecCredential> credential = RunExecPlugin(*config_.exec);
   if (!credential) {
@@ -318,7 +319,6 @@ Status Client::RefreshExecCredential(bool force) {
   exec_cert_ = credential->client_cert_pem;
   exec_key_ = credential->client_key_pem;
   exec_expires_ = credential->expires;
-  exec_ran_ = true;
   return Status::Ok();
 }
 

@@ -227,7 +227,6 @@ class Client {
   std::string token_;
   std::string exec_cert_, exec_key_;  // PEM, from the exec plugin
   std::optional<std::chrono::system_clock::time_point> exec_expires_;
-  bool exec_ran_ = false;
   std::optional<std::filesystem::file_time_type> token_mtime_;
   std::uintmax_t token_size_ = 0;
 };
