@@ -104,8 +104,8 @@ double FreeAfter(const CardState& c, const CardUsage& u, const Holder& h, const 
 }
 
 std::string Describe(const ContainerRequest& c, Qos qos) {
-  std::string out = qos == Qos::kOnline ? std::to_string(c.CorePerCard()) + "% core"
-                                        : std::to_string(c.ReclaimedCorePerCard()) + "% reclaimed core";
+  std::string out = qos == Qos::kOnline ? std::to_string(c.CorePerCard()) + " percent core"
+                                        : std::to_string(c.ReclaimedCorePerCard()) + " percent reclaimed core";
   return out + " and " + std::to_string(c.MemoryPerCardMiB()) + " MiB";
 }
 
@@ -143,7 +143,7 @@ std::string WhyNot(const NodeState& node, const std::vector<CardUsage>& usage, c
     const CardUsage& u = usage[best];
     const int core = pod.qos == Qos::kOnline ? 100 - u.core : 100 - u.reclaimed_core;
     out += ": best card " + card.uuid + " (index " + std::to_string(card.index) + ") has " +
-           std::to_string(core) + (pod.qos == Qos::kOnline ? "% core" : "% reclaimed core") + " and " +
+           std::to_string(core) + (pod.qos == Qos::kOnline ? " percent core" : " percent reclaimed core") + " and " +
            std::to_string(node.cards[best].capacity_mib - u.memory_mib) + " MiB free";
   }
   std::string rules;

@@ -80,12 +80,12 @@ TEST(Allocator, OnlineAndOfflineShareOneCardWithIndependentCores) {
   EXPECT_EQ(u.memory_mib, 16384);
   EXPECT_EQ(u.offline_holders, 2);
   EXPECT_EQ(ChooseAndApply(node, Online("on3", 5, 1024)).error,
-            "no card can take 5% core and 1024 MiB for container c: best card GPU-n-0 (index 0) has 0% core "
+            "no card can take 5 percent core and 1024 MiB for container c: best card GPU-n-0 (index 0) has 0 percent core "
             "and 8192 "
             "MiB free");
   EXPECT_EQ(
       ChooseAndApply(node, Offline("off3", 5, 1024)).error,
-      "no card can take 5% reclaimed core and 1024 MiB for container c: best card GPU-n-0 (index 0) has 0% "
+      "no card can take 5 percent reclaimed core and 1024 MiB for container c: best card GPU-n-0 (index 0) has 0 percent "
       "reclaimed core and 8192 MiB free");
 }
 
@@ -95,7 +95,7 @@ TEST(Allocator, OnlineCoresNeverPassOneHundred) {
     EXPECT_TRUE(ChooseAndApply(node, Online("p" + std::to_string(i), 30, 4096)).error.empty());
   EXPECT_EQ(
       ChooseAndApply(node, Online("p3", 30, 4096)).error,
-      "no card can take 30% core and 4096 MiB for container c: best card GPU-n-0 (index 0) has 10% core and "
+      "no card can take 30 percent core and 4096 MiB for container c: best card GPU-n-0 (index 0) has 10 percent core and "
       "12288 MiB free");
   EXPECT_TRUE(ChooseAndApply(node, Online("p4", 10, 4096)).error.empty());
 }
@@ -123,7 +123,7 @@ TEST(Allocator, FirstPodSetsTheCardsComputePolicyUntilTheCardEmpties) {
   Placed first = ChooseAndApply(node, Online("fixed", 30, 4096, 1, ComputePolicy::kFixedShare));
   ASSERT_TRUE(first.error.empty());
   EXPECT_EQ(ChooseAndApply(node, Online("burst", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare)).error,
-            "no card can take 30% core and 4096 MiB for container c: 1 card holding another compute policy");
+            "no card can take 30 percent core and 4096 MiB for container c: 1 card holding another compute policy");
   ASSERT_TRUE(Release(node, Online("fixed", 30, 4096), first.assignment).ok());
   EXPECT_TRUE(
       ChooseAndApply(node, Online("burst", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare)).error.empty());
@@ -142,7 +142,7 @@ TEST(Allocator, NativeBurstOnlineNeverSharesWithOffline) {
             std::vector<int>{0});
   EXPECT_EQ(
       ChooseAndApply(node, Offline("off3", 30, 4096, ComputePolicy::kGuaranteedBurstShare)).error,
-      "no card can take 30% reclaimed core and 4096 MiB for container c: 2 cards holding another compute "
+      "no card can take 30 percent reclaimed core and 4096 MiB for container c: 2 cards holding another compute "
       "policy");
 }
 
@@ -154,12 +154,12 @@ TEST(Allocator, MultiCardPodsNeverShareACardWithOffline) {
   EXPECT_TRUE(ChooseAndApply(small, Offline("off", 30, 4096)).error.empty());
   EXPECT_EQ(
       ChooseAndApply(small, Online("two", 100, 8192, 2)).error,
-      "needs 2 cards with 50% core and 4096 MiB each, 1 can take it for container c: best card GPU-m-1 "
-      "(index 1) has 100% core and 24576 MiB free; 1 card not shareable between offline and multi-card pods");
+      "needs 2 cards with 50 percent core and 4096 MiB each, 1 can take it for container c: best card GPU-m-1 "
+      "(index 1) has 100 percent core and 24576 MiB free; 1 card not shareable between offline and multi-card pods");
   NodeState held = Node("h", 2, 24576);
   EXPECT_TRUE(ChooseAndApply(held, Online("two", 60, 8192, 2)).error.empty());
   EXPECT_EQ(ChooseAndApply(held, Offline("off", 30, 4096)).error,
-            "no card can take 30% reclaimed core and 4096 MiB for container c: 2 cards not shareable between "
+            "no card can take 30 percent reclaimed core and 4096 MiB for container c: 2 cards not shareable between "
             "offline "
             "and multi-card pods");
   // Single-card online pods still share with the multi-card pod.
@@ -172,7 +172,7 @@ TEST(Allocator, UnhealthyCardsTakeNothingNew) {
   EXPECT_EQ(ChooseAndApply(node, Online("p", 30, 4096)).cards, std::vector<int>{1});
   node.cards[1].card.healthy = false;
   EXPECT_EQ(ChooseAndApply(node, Online("q", 30, 4096)).error,
-            "no card can take 30% core and 4096 MiB for container c: 2 cards unhealthy");
+            "no card can take 30 percent core and 4096 MiB for container c: 2 cards unhealthy");
 }
 
 TEST(Allocator, MultiCardPodTakesDistinctCardsEachWithAnEqualShare) {
@@ -233,7 +233,7 @@ TEST(Allocator, LaterContainersOfAPodSeeEarlierOnesCards) {
   pod.name = "q";
   EXPECT_EQ(
       ChooseCards(node, pod).message(),
-      "no card can take 60% core and 4096 MiB for container c: best card GPU-n-0 (index 0) has 40% core and "
+      "no card can take 60 percent core and 4096 MiB for container c: best card GPU-n-0 (index 0) has 40 percent core and "
       "20480 MiB free");
 }
 
@@ -248,7 +248,7 @@ TEST(Allocator, DedicatedPodsNeedEmptyCardsAndKeepThemAlone) {
   PodRequest again = Online("ded2", 100, 1024);
   again.dedicated = true;
   EXPECT_EQ(ChooseAndApply(node, again).error,
-            "no card can take 100% core and 1024 MiB for container c: 1 card held whole by a dedicated_cores "
+            "no card can take 100 percent core and 1024 MiB for container c: 1 card held whole by a dedicated_cores "
             "pod, 1 "
             "card in use while a dedicated_cores pod needs an empty card");
 }
@@ -304,7 +304,7 @@ TEST(Allocator, ReleaseRestoresUsageAndRefusesWhatWasNotApplied) {
 TEST(Allocator, FailureOnANodeWithNoCards) {
   NodeState node = Node("n", 0, 0);
   EXPECT_EQ(ChooseCards(node, Online("p", 30, 4096)).message(),
-            "no card can take 30% core and 4096 MiB for container c: the node has no cards");
+            "no card can take 30 percent core and 4096 MiB for container c: the node has no cards");
 }
 
 TEST(Allocator, CostsPreferFullerNodesForBinpackEmptierForSpread) {

@@ -7,6 +7,7 @@
 
 #include "common/allocator.h"
 #include "common/codec.h"
+#include "common/lookalike.h"
 #include "common/kube/client.h"
 #include "common/quantity.h"
 
@@ -48,10 +49,121 @@ std::set<std::string> CardsOf(const ContainerAssignment* container) {
   return out;
 }
 
+// What each pod on a node counts (common/lookalike.h): an allocated pod its D/gpu-allocated; a waiting one,
+// per container, what its look-alike pool holds for it.
+std::vector<PlacedPod> CountedOnNode(const std::vector<const PlacedPod*>& placed) {
+  std::vector<PlacedPod> out;
+  out.reserve(placed.size());
+  struct Pool {
+    std::vector<PoolMember> members;
+    std::vector<std::pair<size_t, const ContainerRequest*>> refs;  // pod in `out`, container
+  };
+  std::map<std::string, Pool> pools;
+  for (const PlacedPod* p : placed) {
+    out.push_back(*p);
+    if (!p->assigned) continue;  // allocated without the extender: counted as it is
+    for (const ContainerRequest& c : p->request.containers) {
+      const ContainerAssignment* assigned = p->assigned->Find(c.name);
+      if (!assigned) continue;
+      PoolMember member{CardSetOf(*assigned), std::nullopt, p->assume_ns};
+      if (p->allocated) {
+        const ContainerAssignment* held = p->assignment.Find(c.name);
+        if (!held) continue;  // an init container the kubelet does not list: not in the pool
+        member.holding = CardSetOf(*held);
+      }
+      Pool& pool = pools[LookAlikeKey(p->request, c)];
+      pool.members.push_back(std::move(member));
+      pool.refs.emplace_back(out.size() - 1, &c);
+    }
+  }
+  std::vector<bool> rebuilt(out.size(), false);
+  for (auto& [key, pool] : pools) {
+    const std::vector<std::optional<CardSet>> held = HoldFromPool(pool.members);
+    for (size_t k = 0; k < held.size(); ++k) {
+      const auto [i, c] = pool.refs[k];
+      if (out[i].allocated) continue;
+      if (!rebuilt[i]) {
+        out[i].assignment.containers.clear();
+        rebuilt[i] = true;
+      }
+      if (!held[k]) continue;  // nothing left in the pool: see common/lookalike.h
+      ContainerAssignment container{c->name, {}};
+      for (const std::string& uuid : *held[k])
+        container.cards.push_back(
+            CardShare{uuid, c->CorePerCard(), c->ReclaimedCorePerCard(), c->MemoryPerCardMiB()});
+      out[i].assignment.containers.push_back(std::move(container));
+    }
+  }
+  return out;
+}
+
+// Why binding `pod` with `assignment` next to the node's waiting pods would let the device plugin confuse
+// two containers (DESIGN §5.5): one that is not a look-alike asks the same size of some resource on other
+// cards. Empty when there is no such pair.
+std::string Ambiguity(const NodeView& node, const PodRequest& pod, const std::string& uid,
+                      const Assignment& assignment) {
+  struct Size {
+    const char* resource;
+    int64_t (*of)(const ContainerRequest&);
+  };
+  static const Size kSizes[] = {
+      {"mgpu-core", [](const ContainerRequest& c) -> int64_t { return c.core; }},
+      {"reclaimed-mgpu-core", [](const ContainerRequest& c) -> int64_t { return c.reclaimed_core; }},
+      {"mgpu-memory", [](const ContainerRequest& c) -> int64_t { return c.memory_mib; }},
+  };
+  for (size_t index : node.waiting) {
+    const PlacedPod& other = node.pods[index];
+    if (other.uid == uid) continue;
+    for (const ContainerRequest& mine : pod.containers) {
+      const std::set<std::string> my_cards = CardsOf(assignment.Find(mine.name));
+      const std::string my_shape = LookAlikeKey(pod, mine);
+      for (const ContainerRequest& theirs : other.request.containers) {
+        if (LookAlikeKey(other.request, theirs) == my_shape) continue;  // one pool: interchangeable
+        for (const Size& size : kSizes) {
+          const int64_t amount = size.of(mine);
+          if (amount == 0 || amount != size.of(theirs)) continue;
+          if (CardsOf(other.assignment.Find(theirs.name)) == my_cards) continue;
+          return "pod " + pod.Key() + " must wait: pod " + other.key + " on node " + node.state.name +
+                 " asks the same " + size.resource + " (" + std::to_string(amount) +
+                 ") on other cards and is not yet allocated, so the device plugin could not tell the two "
+                 "apart; the scheduler will retry";
+        }
+      }
+    }
+  }
+  return "";
+}
+
 uint64_t NameHash(std::string_view name) { return std::hash<std::string_view>{}(name); }
 uint32_t TagOf(uint64_t hash) { return static_cast<uint32_t>(hash >> 32) | 1u; }
 
 }  // namespace
+
+Result<Assignment> ChooseUnambiguous(const NodeView& node, const PodRequest& pod, const std::string& uid,
+                                     const WorkloadModel* workload, std::string& conflict) {
+  Result<Assignment> chosen = ChooseCards(node.state, pod, workload);
+  conflict.clear();
+  if (!chosen.ok() || node.waiting.empty()) return chosen;
+  conflict = Ambiguity(node, pod, uid, *chosen);
+  if (conflict.empty()) return chosen;
+  // Steer: the cards a waiting container holds make no pair with it; try them when the pod fits there.
+  constexpr size_t kMaxTries = 16;
+  std::set<std::set<std::string>> tried;
+  for (size_t index : node.waiting) {
+    for (const ContainerAssignment& theirs : node.pods[index].assignment.containers) {
+      std::set<std::string> cards = CardsOf(&theirs);
+      if (tried.size() >= kMaxTries || !tried.insert(cards).second) continue;
+      NodeState only = node.state;
+      for (CardState& c : only.cards) c.card.healthy = c.card.healthy && cards.count(c.card.uuid);
+      Result<Assignment> steered = ChooseCards(only, pod, workload);
+      if (steered.ok() && Ambiguity(node, pod, uid, *steered).empty()) {
+        conflict.clear();
+        return steered;
+      }
+    }
+  }
+  return chosen;
+}
 
 const NodeView* ClusterView::Find(std::string_view name) const {
   const Index& index = *index_;
@@ -190,7 +302,8 @@ void ClusterCache::DeleteNode(const json& node) {
   ChangedLocked();
 }
 
-std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const json& pod) {
+std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const json& pod,
+                                                           const std::optional<PodRequest>& known) {
   const ResourceNames names = config_.Names();
   const Annotations annotations = AnnotationsOf(pod);
   const std::string key = KeyOf(pod);
@@ -198,47 +311,52 @@ std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const json& pod) {
   entry.placed.key = key;
   entry.placed.uid = kube::StringAt(pod, {"metadata", "uid"});
   entry.node = kube::StringAt(pod, {"spec", "nodeName"});
-  bool have = false;
-  if (auto it = annotations.find(names.gpu_allocated); it != annotations.end()) {
-    Result<Assignment> allocated = DecodeAssignment(it->second);
-    if (allocated.ok()) {
-      entry.placed.assignment = std::move(*allocated);
-      entry.placed.allocated = have = true;
-    } else {
-      spdlog::warn("pod={} ignoring unreadable {}: {}", key, names.gpu_allocated, allocated.message());
-    }
-  }
-  if (!have) {
-    auto it = annotations.find(names.gpu_assignment);
+  const auto read = [&](const std::string& name) -> std::optional<Assignment> {
+    auto it = annotations.find(name);
     if (it == annotations.end()) return std::nullopt;
-    Result<Assignment> assignment = DecodeAssignment(it->second);
-    if (!assignment.ok()) {
-      spdlog::warn("pod={} ignoring unreadable {}: {}", key, names.gpu_assignment, assignment.message());
-      return std::nullopt;
-    }
-    entry.placed.assignment = std::move(*assignment);
-  }
+    Result<Assignment> decoded = DecodeAssignment(it->second);
+    if (decoded.ok()) return std::move(*decoded);
+    spdlog::warn("pod={} ignoring unreadable {}: {}", key, name, decoded.message());
+    return std::nullopt;
+  };
+  std::optional<Assignment> allocated = read(names.gpu_allocated);
+  entry.placed.assigned = read(names.gpu_assignment);
+  if (!allocated && !entry.placed.assigned) return std::nullopt;
+  entry.placed.allocated = allocated.has_value();
+  entry.placed.assignment = allocated ? std::move(*allocated) : *entry.placed.assigned;
   if (auto it = annotations.find(names.gpu_assume_time); it != annotations.end()) {
     Result<int64_t> t = DecodeAssumeTime(it->second);
     if (t.ok()) entry.placed.assume_ns = *t;
   }
-  Annotations workload;
-  if (workload_ && ControllerOf(pod)) workload = workload_(pod);
-  Result<PodRequest> request = ParsePodRequest(pod, config_, workload);
-  if (!request.ok()) {
-    spdlog::warn("pod={} holds cards but its request does not parse, not counted: {}", key,
-                 request.message());
-    return std::nullopt;
+  if (known) {
+    entry.placed.request = *known;  // parsed by the bind that placed it
+  } else {
+    Annotations workload;
+    if (workload_ && ControllerOf(pod)) workload = workload_(pod);
+    Result<PodRequest> request = ParsePodRequest(pod, config_, workload);
+    if (!request.ok()) {
+      spdlog::warn("pod={} holds cards but its request does not parse, not counted: {}", key,
+                   request.message());
+      return std::nullopt;
+    }
+    entry.placed.request = std::move(*request);
   }
-  entry.placed.request = std::move(*request);
-  entry.counts_when_fresh = HoldsNode(pod);
+  entry.holds_node = HoldsNode(pod);
   return entry;
 }
 
 void ClusterCache::UpsertPod(const json& pod) {
-  std::optional<PodEntry> entry = ToEntry(pod);
   const std::string key = KeyOf(pod);
   const std::string uid = kube::StringAt(pod, {"metadata", "uid"});
+  std::optional<PodRequest> known;  // a pod this extender bound: no need to parse it (or read its workload)
+  {
+    std::lock_guard lock(mu_);
+    if (auto a = assumed_.find(key); a != assumed_.end() && a->second.placed.uid == uid)
+      known = a->second.placed.request;
+    else if (auto p = pods_.find(key); p != pods_.end() && p->second.placed.uid == uid)
+      known = p->second.placed.request;
+  }
+  std::optional<PodEntry> entry = ToEntry(pod, known);
   const std::string phase = kube::StringAt(pod, {"status", "phase"});
   std::optional<HostUse> use;
   if (HoldsNode(pod)) use = HostUse{kube::StringAt(pod, {"spec", "nodeName"}), HostRequestOf(pod)};
@@ -251,7 +369,7 @@ void ClusterCache::UpsertPod(const json& pod) {
     pods_.erase(key);
   if (auto a = assumed_.find(key); a != assumed_.end()) {
     const bool other_pod = a->second.placed.uid != uid;
-    const bool shown = entry && pods_[key].counts_when_fresh;
+    const bool shown = entry && pods_[key].holds_node;
     const bool finished = phase == "Succeeded" || phase == "Failed";
     if (other_pod || shown || finished) assumed_.erase(a);
   }
@@ -281,7 +399,7 @@ std::shared_ptr<const ClusterView> ClusterCache::Snapshot() {
 Result<Assignment> ClusterCache::Reserve(const std::string& node, const PodRequest& pod,
                                          const std::string& uid, int64_t assume_ns,
                                          const WorkloadModel* workload,
-                                         std::chrono::steady_clock::time_point deadline) {
+                                         std::chrono::steady_clock::time_point deadline, bool* waited) {
   std::unique_lock lock(mu_);
   for (;;) {
     ExpireLocked(now_ns_());
@@ -291,21 +409,22 @@ Result<Assignment> ClusterCache::Reserve(const std::string& node, const PodReque
                    " annotation; is mgpu-device-plugin running there?"};
     const NodeView& view = *found;
     if (!view.problem.empty()) return Error{view.problem};
-    Result<Assignment> assignment = ChooseCards(view.state, pod, workload);
+    std::string conflict;
+    Result<Assignment> assignment = ChooseUnambiguous(view, pod, uid, workload, conflict);
     if (!assignment.ok()) return assignment;
-    const std::string conflict = AmbiguityLocked(view, pod, uid, *assignment);
     if (conflict.empty()) {
       const std::set<std::string> old_nodes = NodesOfLocked(pod.Key());
       PodEntry entry;
       entry.node = node;
-      entry.counts_when_fresh = true;
-      entry.placed = PlacedPod{pod.Key(), uid, pod, *assignment, false, assume_ns};
+      entry.holds_node = true;
+      entry.placed = PlacedPod{pod.Key(), uid, pod, *assignment, false, assume_ns, *assignment};
       assumed_[pod.Key()] = std::move(entry);
       ReindexLocked(pod.Key(), old_nodes);
       ChangedLocked();
       return assignment;
     }
     if (std::chrono::steady_clock::now() >= deadline) return Error{conflict};
+    if (waited) *waited = true;
     changed_.wait_until(lock, deadline);
   }
 }
@@ -320,15 +439,17 @@ void ClusterCache::Unreserve(const std::string& key, const std::string& uid) {
   ChangedLocked();
 }
 
-bool ClusterCache::CountsLocked(const PodEntry& entry, int64_t now) const {
-  if (!entry.counts_when_fresh) return false;
-  if (entry.placed.allocated || entry.placed.assume_ns == 0) return true;
-  return now < entry.placed.assume_ns + config_.extender.assignment_ttl_seconds * 1'000'000'000;
+bool ClusterCache::CountsLocked(const PodEntry& entry, bool assumed, int64_t now) const {
+  if (!entry.holds_node) return false;
+  // The informer shows it bound and live: it keeps its cards. An assumed bind the watch has not shown is a
+  // pod that may never get bound: its assignment expires.
+  return !assumed || now < entry.placed.assume_ns + config_.extender.assignment_ttl_seconds * 1'000'000'000;
 }
 
 const ClusterCache::PodEntry* ClusterCache::EffectiveLocked(const std::string& key, int64_t now) const {
-  if (auto p = pods_.find(key); p != pods_.end() && CountsLocked(p->second, now)) return &p->second;
-  if (auto a = assumed_.find(key); a != assumed_.end() && CountsLocked(a->second, now)) return &a->second;
+  if (auto p = pods_.find(key); p != pods_.end() && CountsLocked(p->second, false, now)) return &p->second;
+  if (auto a = assumed_.find(key); a != assumed_.end() && CountsLocked(a->second, true, now))
+    return &a->second;
   return nullptr;
 }
 
@@ -368,26 +489,30 @@ void ClusterCache::RebuildLocked(const std::string& node, int64_t now) {
   const int64_t ttl_ns = config_.extender.assignment_ttl_seconds * 1'000'000'000;
   HostRequest used;
   if (auto r = requested_.find(node); r != requested_.end()) used = r->second;
+  std::vector<const PodEntry*> entries;
   if (auto keys = pods_by_node_.find(node); keys != pods_by_node_.end() && n->second.inventory) {
     for (const std::string& key : keys->second) {
-      for (const auto* source : {&pods_, &assumed_}) {
-        auto e = source->find(key);
-        if (e == source->end() || e->second.placed.allocated || e->second.placed.assume_ns == 0) continue;
-        const int64_t expiry = e->second.placed.assume_ns + ttl_ns;
+      if (auto a = assumed_.find(key); a != assumed_.end() && a->second.node == node) {
+        const int64_t expiry = a->second.placed.assume_ns + ttl_ns;
         if (expiry > now) next_expiry_ns_ = std::min(next_expiry_ns_, expiry);
-      }
-      if (auto a = assumed_.find(key); a != assumed_.end() && a->second.node == node && !host_.count(key)) {
-        used.cpu_milli += a->second.placed.request.cpu_milli;  // bound here, not yet seen bound
-        used.memory_mib += a->second.placed.request.host_memory_mib;
+        if (!host_.count(key)) {
+          used.cpu_milli += a->second.placed.request.cpu_milli;  // bound here, not yet seen bound
+          used.memory_mib += a->second.placed.request.host_memory_mib;
+        }
       }
       const PodEntry* entry = EffectiveLocked(key, now);
-      if (!entry || entry->node != node) continue;
-      if (Status s = Apply(view->state, entry->placed.request, entry->placed.assignment); !s.ok()) {
-        spdlog::warn("pod={} node={} its cards are not counted: {}", key, node, s.message());
-        continue;
-      }
-      view->pods.push_back(entry->placed);
+      if (entry && entry->node == node) entries.push_back(entry);
     }
+  }
+  std::vector<const PlacedPod*> placed_here;
+  for (const PodEntry* e : entries) placed_here.push_back(&e->placed);
+  for (PlacedPod& placed : CountedOnNode(placed_here)) {
+    if (Status s = Apply(view->state, placed.request, placed.assignment); !s.ok()) {
+      spdlog::warn("pod={} node={} its cards are not counted: {}", placed.key, node, s.message());
+      continue;
+    }
+    if (!placed.allocated) view->waiting.push_back(view->pods.size());
+    view->pods.push_back(std::move(placed));
   }
   if (const auto& a = n->second.allocatable) {
     view->state.cpu_free_milli = std::max<int64_t>(0, a->cpu_milli - used.cpu_milli);
@@ -428,37 +553,6 @@ std::set<std::string> ClusterCache::SetHostUseLocked(const std::string& key, std
 void ClusterCache::ChangedLocked() {
   snapshot_.reset();
   changed_.notify_all();
-}
-
-std::string ClusterCache::AmbiguityLocked(const NodeView& view, const PodRequest& pod, const std::string& uid,
-                                          const Assignment& assignment) const {
-  struct Size {
-    const char* resource;
-    int64_t (*of)(const ContainerRequest&);
-  };
-  static const Size kSizes[] = {
-      {"mgpu-core", [](const ContainerRequest& c) -> int64_t { return c.core; }},
-      {"reclaimed-mgpu-core", [](const ContainerRequest& c) -> int64_t { return c.reclaimed_core; }},
-      {"mgpu-memory", [](const ContainerRequest& c) -> int64_t { return c.memory_mib; }},
-  };
-  for (const PlacedPod& other : view.pods) {
-    if (other.allocated || other.uid == uid) continue;
-    for (const ContainerRequest& mine : pod.containers) {
-      const std::set<std::string> my_cards = CardsOf(assignment.Find(mine.name));
-      for (const ContainerRequest& theirs : other.request.containers) {
-        for (const Size& size : kSizes) {
-          const int64_t amount = size.of(mine);
-          if (amount == 0 || amount != size.of(theirs)) continue;
-          if (CardsOf(other.assignment.Find(theirs.name)) == my_cards) continue;
-          return "pod " + pod.Key() + " must wait: pod " + other.key + " on node " + view.state.name +
-                 " asks the same " + size.resource + " (" + std::to_string(amount) +
-                 ") on other cards and is not yet allocated, so the device plugin could not tell the two "
-                 "apart; the scheduler will retry";
-        }
-      }
-    }
-  }
-  return "";
 }
 
 }  // namespace mgpu::extender

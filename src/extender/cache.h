@@ -1,11 +1,14 @@
 // The extender's live view of the cluster's cards (DESIGN §5): nodes' D/gpu-inventory and the pods holding
 // cards, fed by the node and pod informers' handlers, plus the binds this extender made that the pod watch
-// has not shown yet ("assumed"). Per-card usage on a node = every counting pod's D/gpu-allocated, else its
-// D/gpu-assignment while younger than the TTL; pods that terminated, were deleted or are not bound count
-// nothing. Contract:
+// has not shown yet ("assumed"). Per-card usage on a node: a bound, unfinished pod's D/gpu-allocated when it
+// has one; the members of a look-alike pool still waiting for the kubelet hold what their D/gpu-assignments
+// left (common/lookalike.h); an assumed bind holds its cards until the watch shows the pod, for at most
+// assignmentTTLSeconds. A bound, live pod keeps its cards until it finishes, is deleted or gpu-allocated
+// replaces them. Contract:
 //  - One mutex; readers take Snapshot(), an immutable view shared until the next change.
 //  - Reserve() chooses cards and records them as assumed under that mutex, so concurrent binds never
-//    double-book a card; it also applies the ambiguity guard of DESIGN §5.5 (bounded wait).
+//    double-book a card; it steers away from ambiguous pairs and applies the guard of DESIGN §5.5 (bounded
+//    wait) for those that remain.
 #pragma once
 
 #include <array>
@@ -38,9 +41,10 @@ struct PlacedPod {
   std::string key;  // namespace/name
   std::string uid;
   PodRequest request;
-  Assignment assignment;
-  bool allocated = false;  // from D/gpu-allocated (else the assignment, not yet confirmed by the kubelet)
+  Assignment assignment;   // what is counted on the node's cards
+  bool allocated = false;  // from D/gpu-allocated (else held from its look-alike pool, not yet confirmed)
   int64_t assume_ns = 0;
+  std::optional<Assignment> assigned{};  // D/gpu-assignment, when it has one
 };
 
 // What a filter reads of every node (problem, slot, generation, state.name) comes first: one or two cache
@@ -51,7 +55,14 @@ struct NodeView {
   uint64_t generation = 0;      // distinct for every view built: decisions about it can be kept under it
   NodeState state;              // cards with their usage
   std::vector<PlacedPod> pods;  // those counted in state, by key
+  std::vector<size_t> waiting;  // indexes into pods of those not yet allocated
 };
+
+// The card choice of a bind for `pod` on `node` (DESIGN §5.5): ChooseCards, steered to cards that make no
+// ambiguous pair with a pod there still waiting for the kubelet when such cards fit. `conflict` gets the
+// sentence when the choice would still make one (the bind must wait), else is cleared.
+Result<Assignment> ChooseUnambiguous(const NodeView& node, const PodRequest& pod, const std::string& uid,
+                                     const WorkloadModel* workload, std::string& conflict);
 
 // An immutable view of every node with an inventory annotation. Nodes live in fixed slots grouped in blocks
 // shared between views, so a new view after one node changed copies one block, not the cluster; lookups by
@@ -107,12 +118,12 @@ class ClusterCache {
 
   std::shared_ptr<const ClusterView> Snapshot();
 
-  // Chooses cards for `pod` on `node` and records them as assumed (assume time = now). When an in-flight pod
-  // on the node asks the same size of a resource on other cards, waits until `deadline` for the situation to
-  // change, then fails.
+  // Chooses cards for `pod` on `node` (ChooseUnambiguous) and records them as assumed. When the choice would
+  // still make an ambiguous pair, waits until `deadline` for the situation to change (setting `*waited`),
+  // then fails with the reason.
   Result<Assignment> Reserve(const std::string& node, const PodRequest& pod, const std::string& uid,
                              int64_t assume_ns, const WorkloadModel* workload,
-                             std::chrono::steady_clock::time_point deadline);
+                             std::chrono::steady_clock::time_point deadline, bool* waited = nullptr);
   // Forgets an assumed bind (rollback).
   void Unreserve(const std::string& key, const std::string& uid);
 
@@ -122,7 +133,7 @@ class ClusterCache {
   struct PodEntry {
     std::string node;
     PlacedPod placed;
-    bool counts_when_fresh = false;  // bound, running and carrying an allocation or assignment
+    bool holds_node = false;  // bound and not finished (the informer's entries); assumed ones: true
   };
   struct NodeEntry {
     std::optional<NodeInventory> inventory;
@@ -135,8 +146,9 @@ class ClusterCache {
     bool operator==(const HostUse&) const = default;
   };
 
-  std::optional<PodEntry> ToEntry(const nlohmann::json& pod);
-  bool CountsLocked(const PodEntry& entry, int64_t now) const;
+  // `known`: the pod's request when this extender parsed it already (it bound the pod).
+  std::optional<PodEntry> ToEntry(const nlohmann::json& pod, const std::optional<PodRequest>& known);
+  bool CountsLocked(const PodEntry& entry, bool assumed, int64_t now) const;
   const PodEntry* EffectiveLocked(const std::string& key, int64_t now) const;
   void ReindexLocked(const std::string& key, const std::set<std::string>& old_nodes);
   std::set<std::string> NodesOfLocked(const std::string& key) const;
@@ -145,8 +157,6 @@ class ClusterCache {
   void ChangedLocked();
   // Records the pod's host request (`use` empty: none); returns the nodes whose sums changed (to rebuild).
   std::set<std::string> SetHostUseLocked(const std::string& key, std::optional<HostUse> use);
-  std::string AmbiguityLocked(const NodeView& view, const PodRequest& pod, const std::string& uid,
-                              const Assignment& assignment) const;
 
   const Config config_;
   const WorkloadLookup workload_;

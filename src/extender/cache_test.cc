@@ -5,6 +5,7 @@
 #include <atomic>
 #include <thread>
 
+#include "common/allocator.h"
 #include "common/request.h"
 #include "extender/test_objects.h"
 
@@ -106,16 +107,99 @@ TEST_F(CacheTest, TerminatedDeletedAndUnboundPodsRelease) {
   EXPECT_EQ(CardOf("n", 0).usage.core, 0);
 }
 
-TEST_F(CacheTest, AssignmentsPastTheTtlStopCountingButAllocationsStay) {
-  cache_.UpsertNode(Node("n", 2));
-  cache_.UpsertPod(Placed(Pod("a", 30, 1000), "n", names_.gpu_assignment, OneCard("n-gpu0", 30, 1000), now_));
+// The plugin is down for longer than the TTL: a bound pod keeps its cards, so none is handed out twice; a
+// bind the watch never showed (the pod never got bound) expires.
+TEST_F(CacheTest, BoundPodsKeepTheirCardsPastTheTtlAndUnseenBindsExpire) {
+  cache_.UpsertNode(Node("n", 2, 10000));
+  cache_.UpsertPod(Placed(Pod("a", 60, 1000), "n", names_.gpu_assignment, OneCard("n-gpu0", 60, 1000), now_));
   cache_.UpsertPod(Placed(Pod("b", 40, 1000), "n", names_.gpu_allocated, OneCard("n-gpu1", 40, 1000), now_));
-  EXPECT_EQ(CardOf("n", 0).usage.core, 30);
-  now_ += Config().extender.assignment_ttl_seconds * kSecond - 1;
-  EXPECT_EQ(CardOf("n", 0).usage.core, 30);
-  now_ += 1;
-  EXPECT_EQ(CardOf("n", 0).usage.core, 0);
-  EXPECT_EQ(CardOf("n", 1).usage.core, 40);
+  const auto now = std::chrono::steady_clock::now();
+  ASSERT_TRUE(cache_.Reserve("n", Request(Pod("c", 50, 1500)), "uid-c", now_, nullptr, now).ok());
+  EXPECT_EQ(CardOf("n", 1).usage.core, 90);
+  now_ += Config().extender.assignment_ttl_seconds * kSecond + 1;
+  EXPECT_EQ(CardOf("n", 0).usage.core, 60);  // bound, never allocated: still held
+  EXPECT_EQ(CardOf("n", 1).usage.core, 40);  // c's bind was never seen: expired
+  EXPECT_FALSE(cache_.Reserve("n", Request(Pod("d", 70, 1000)), "uid-d", now_, nullptr, now).ok());
+}
+
+// Two look-alikes, one card each; the kubelet admits the younger first and the plugin gives it the elder's
+// card. Counted per card, whatever order the confirmations arrive in: each card exactly once.
+TEST_F(CacheTest, LookAlikeSwapCountsEveryCardOnce) {
+  const auto swap = [&](bool elder_confirms_first) {
+    ClusterCache cache(Config(), {}, [this] { return now_.load(); });
+    cache.UpsertNode(Node("n", 2, 10000));
+    nlohmann::json elder =
+        Placed(Pod("elder", 60, 4000), "n", names_.gpu_assignment, OneCard("n-gpu0", 60, 4000), now_);
+    nlohmann::json younger =
+        Placed(Pod("younger", 60, 4000), "n", names_.gpu_assignment, OneCard("n-gpu1", 60, 4000), now_ + 1);
+    cache.UpsertPod(elder);
+    cache.UpsertPod(younger);
+    const auto usage = [&] {
+      auto view = cache.Snapshot();
+      const NodeState& s = view->Find("n")->state;
+      return std::pair{s.cards[0].usage.core, s.cards[1].usage.core};
+    };
+    const auto confirm = [&](nlohmann::json& pod, const std::string& card) {
+      pod["metadata"]["annotations"][names_.gpu_allocated] = EncodeAssignment(OneCard(card, 60, 4000));
+      cache.UpsertPod(pod);
+    };
+    if (elder_confirms_first) {
+      confirm(elder, "n-gpu1");  // the elder, admitted second, got what the pool had left
+      EXPECT_EQ(usage(), (std::pair{60, 60}));
+      confirm(younger, "n-gpu0");
+    } else {
+      confirm(younger, "n-gpu0");
+      EXPECT_EQ(usage(), (std::pair{60, 60}));  // the waiting elder holds the younger's card
+      confirm(elder, "n-gpu1");
+    }
+    EXPECT_EQ(usage(), (std::pair{60, 60}));
+    // No room for a third 60 percent pod anywhere: nothing was counted twice or dropped.
+    EXPECT_FALSE(cache.Reserve("n", Request(Pod("third", 60, 1000)), "uid-third", now_, nullptr,
+                               std::chrono::steady_clock::now())
+                     .ok());
+    // A restarted extender that lists the pods in another order sees the same.
+    ClusterCache restarted(Config(), {}, [this] { return now_.load(); });
+    restarted.UpsertPod(younger);
+    restarted.UpsertNode(Node("n", 2, 10000));
+    restarted.UpsertPod(elder);
+    auto view = restarted.Snapshot();
+    EXPECT_EQ(view->Find("n")->state.cards[0].usage.core, 60);
+    EXPECT_EQ(view->Find("n")->state.cards[1].usage.core, 60);
+  };
+  swap(true);
+  swap(false);
+}
+
+// Look-alikes never wait for each other, on whichever cards they were given.
+TEST_F(CacheTest, LookAlikesNeverWaitForEachOther) {
+  cache_.UpsertNode(Node("n", 2, 10000));
+  cache_.UpsertPod(Placed(Pod("a", 80, 2000), "n", names_.gpu_assignment, OneCard("n-gpu0", 80, 2000), now_));
+  bool waited = false;
+  Result<Assignment> b = cache_.Reserve("n", Request(Pod("b", 80, 2000)), "uid-b", now_, nullptr,
+                                        std::chrono::steady_clock::now() + std::chrono::seconds(30), &waited);
+  ASSERT_TRUE(b.ok()) << b.message();
+  EXPECT_EQ(b->containers[0].cards[0].uuid, "n-gpu1");
+  EXPECT_FALSE(waited);
+}
+
+// A waiting pod of another shape asks the same memory: bind goes to its card when the pod fits there, rather
+// than to the card binpack would pick, and so needs no wait.
+TEST_F(CacheTest, BindSteersToTheCardThatMakesNoAmbiguousPair) {
+  cache_.UpsertNode(Node("n", 2, 10000));
+  cache_.UpsertPod(Placed(Pod("x", 20, 2000), "n", names_.gpu_assignment, OneCard("n-gpu0", 20, 2000), now_));
+  cache_.UpsertPod(Placed(Pod("z", 60, 5000), "n", names_.gpu_allocated, OneCard("n-gpu1", 60, 5000), now_));
+  const PodRequest y = Request(Pod("y", 30, 2000));
+  std::string conflict;
+  auto view = cache_.Snapshot();
+  Result<Assignment> unsteered = ChooseCards(view->Find("n")->state, y, nullptr);
+  ASSERT_TRUE(unsteered.ok());
+  ASSERT_EQ(unsteered->containers[0].cards[0].uuid, "n-gpu1");  // binpack's choice: the fuller card
+  bool waited = false;
+  Result<Assignment> steered = cache_.Reserve("n", y, "uid-y", now_, nullptr,
+                                              std::chrono::steady_clock::now() + std::chrono::seconds(30), &waited);
+  ASSERT_TRUE(steered.ok()) << steered.message();
+  EXPECT_EQ(steered->containers[0].cards[0].uuid, "n-gpu0");
+  EXPECT_FALSE(waited);
 }
 
 TEST_F(CacheTest, ReserveTakesCapacityAtOnceAndUnreserveGivesItBack) {

@@ -40,6 +40,7 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   if (!client.ok()) return Error{client.message()};
   client_ = std::move(*client);
   workloads_ = std::make_unique<WorkloadResolver>(client_.get());
+  events_ = std::make_unique<kube::EventQueue>(*client_, "mgpu-scheduler-extender");
   cache_ = std::make_unique<ClusterCache>(
       config_, [this](const nlohmann::json& pod) { return workloads_->Resolve(pod); });
   if (config_.extender.leader_election) {
@@ -49,7 +50,7 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
     elector_->Start();
   }
   extender_ = std::make_unique<Extender>(*cache_, client_.get(), workloads_.get(), metrics_,
-                                         [this] { return Leader(); });
+                                         [this] { return Leader(); }, events_.get());
 
   ClusterCache& cache = *cache_;
   nodes_ = std::make_unique<kube::Informer>(
@@ -73,6 +74,7 @@ void Daemon::Stop() {
   if (pods_) pods_->Stop();
   if (nodes_) nodes_->Stop();
   if (elector_) elector_->Stop();
+  if (events_) events_->Stop();
 }
 
 bool Daemon::Ready() const {

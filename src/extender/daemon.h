@@ -6,6 +6,7 @@
 
 #include "common/config.h"
 #include "common/kube/client.h"
+#include "common/kube/event_queue.h"
 #include "common/kube/informer.h"
 #include "common/result.h"
 #include "extender/cache.h"
@@ -36,6 +37,7 @@ class Daemon {
  private:
   Config config_;
   std::unique_ptr<kube::Client> client_;
+  std::unique_ptr<kube::EventQueue> events_;
   std::unique_ptr<LeaderElector> elector_;
   std::unique_ptr<WorkloadResolver> workloads_;
   std::unique_ptr<ClusterCache> cache_;

@@ -11,8 +11,6 @@
 namespace mgpu::extender {
 namespace {
 
-constexpr char kComponent[] = "mgpu-scheduler-extender";
-
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -25,8 +23,8 @@ std::string Describe(const Assignment& assignment) {
     for (const CardShare& s : c.cards) {
       if (!out.empty()) out += "; ";
       out += c.container + ": " + s.uuid + " (";
-      out += s.reclaimed_core ? std::to_string(s.reclaimed_core) + "% reclaimed core"
-                              : std::to_string(s.core) + "% core";
+      out += s.reclaimed_core ? std::to_string(s.reclaimed_core) + " percent reclaimed core"
+                              : std::to_string(s.core) + " percent core";
       out += ", " + std::to_string(s.memory_mib) + " MiB)";
     }
   }
@@ -36,17 +34,51 @@ std::string Describe(const Assignment& assignment) {
 }  // namespace
 
 Extender::Extender(ClusterCache& cache, kube::Client* client, WorkloadResolver* workloads, Metrics& metrics,
-                   std::function<bool()> is_leader)
+                   std::function<bool()> is_leader, kube::EventQueue* events)
     : cache_(cache),
       client_(client),
       workloads_(workloads),
       metrics_(metrics),
-      is_leader_(std::move(is_leader)) {}
+      is_leader_(std::move(is_leader)),
+      events_(events) {}
 
-Result<PodRequest> Extender::RequestOf(const nlohmann::json& pod) {
+Extender::FactsRef Extender::Parse(const nlohmann::json& pod) const {
   Annotations workload;
   if (workloads_) workload = workloads_->Resolve(pod);
-  return ParsePodRequest(pod, cache_.config(), workload);
+  std::string ns = kube::MetadataString(pod, "namespace");
+  return std::make_shared<const PodFacts>(PodFacts{
+      (ns.empty() ? "default" : ns) + "/" + kube::MetadataString(pod, "name"),
+      kube::MetadataString(pod, "uid"), kube::MetadataString(pod, "resourceVersion"),
+      kube::StringAt(pod, {"spec", "nodeName"}), ParsePodRequest(pod, cache_.config(), workload)});
+}
+
+Extender::FactsRef Extender::Remembered(const std::string& uid) {
+  if (uid.empty()) return nullptr;
+  std::lock_guard lock(facts_mu_);
+  auto it = facts_.find(uid);
+  return it == facts_.end() ? nullptr : it->second;
+}
+
+void Extender::Remember(FactsRef facts) {
+  if (facts->uid.empty()) return;
+  std::lock_guard lock(facts_mu_);
+  auto [it, added] = facts_.insert_or_assign(facts->uid, facts);
+  if (!added) return;
+  facts_order_.push_back(it->first);
+  if (facts_order_.size() > kRememberedPods) {
+    facts_.erase(facts_order_.front());
+    facts_order_.pop_front();
+  }
+}
+
+Extender::FactsRef Extender::FactsOf(const nlohmann::json& pod) {
+  const std::string uid = kube::MetadataString(pod, "uid");
+  if (FactsRef known = Remembered(uid);
+      known && known->resource_version == kube::MetadataString(pod, "resourceVersion"))
+    return known;
+  FactsRef facts = Parse(pod);
+  Remember(facts);
+  return facts;
 }
 
 Extender::ModelRef Extender::ObserveOnce(const PodRequest& pod, const ClusterView& view) {
@@ -85,7 +117,8 @@ std::vector<const NodeView*> Extender::UsableNodes(const ClusterView& view,
 
 FilterResult Extender::Filter(const ExtenderArgs& args) {
   FilterResult result;
-  Result<PodRequest> pod = RequestOf(args.pod);
+  const FactsRef facts = FactsOf(args.pod);
+  const Result<PodRequest>& pod = facts->request;
   if (!pod.ok()) {
     for (const std::string& n : args.node_names) result.unresolvable[n] = pod.message();
     metrics_.CountFilterFailure("invalid_request");
@@ -130,12 +163,13 @@ std::vector<HostScore> Extender::Prioritize(const ExtenderArgs& args) {
   std::vector<HostScore> scores;
   scores.reserve(args.node_names.size());
   for (const std::string& n : args.node_names) scores.push_back({n, 0});
-  Result<PodRequest> pod = RequestOf(args.pod);
+  const FactsRef facts = FactsOf(args.pod);
+  const Result<PodRequest>& pod = facts->request;
   if (!pod.ok() || !pod->AsksForGpu()) return scores;
   const ModelRef model = Model();
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
-  const std::vector<Decision> decisions =
-      memo_.Decide(*view, UsableNodes(*view, args.node_names), *pod, model.model.get(), model.version);
+  const std::vector<const NodeView*> nodes = UsableNodes(*view, args.node_names);
+  const std::vector<Decision> decisions = memo_.Decide(*view, nodes, *pod, model.model.get(), model.version);
   std::vector<double> costs;
   std::vector<size_t> fitting;
   costs.reserve(args.node_names.size());
@@ -146,7 +180,15 @@ std::vector<HostScore> Extender::Prioritize(const ExtenderArgs& args) {
     fitting.push_back(i);
   }
   const std::vector<int> node_scores = ExtenderScores(costs);
-  for (size_t k = 0; k < fitting.size(); ++k) scores[fitting[k]].score = node_scores[k];
+  std::string conflict;
+  for (size_t k = 0; k < fitting.size(); ++k) {
+    const size_t i = fitting[k];
+    scores[i].score = node_scores[k];
+    // A bind here would have to wait for a pod the device plugin could confuse with this one: rank it last.
+    if (!nodes[i]->waiting.empty() &&
+        ChooseUnambiguous(*nodes[i], *pod, facts->uid, model.model.get(), conflict).ok() && !conflict.empty())
+      scores[i].score = 0;
+  }
   return scores;
 }
 
@@ -154,27 +196,33 @@ std::string Extender::Bind(const BindArgs& args) {
   const std::string key = args.pod_namespace + "/" + args.pod_name;
   if (is_leader_ && !is_leader_()) return "this mgpu-scheduler-extender replica is not the leader; retry";
   if (!client_) return "mgpu-scheduler-extender has no API client";
-  kube::ApiResult pod = client_->GetPod(args.pod_namespace, args.pod_name);
-  if (!pod.ok()) return "cannot read pod " + key + ": " + pod.message();
-  const std::string uid = kube::MetadataString(*pod, "uid");
-  if (!args.pod_uid.empty() && uid != args.pod_uid)
-    return "pod " + key + " has uid " + uid + ", not " + args.pod_uid + " (it was replaced)";
-  if (const std::string bound_to = pod->value("spec", nlohmann::json::object()).value("nodeName", "");
-      !bound_to.empty())
-    return "pod " + key + " is already bound to node " + bound_to;
-  Result<PodRequest> request = RequestOf(*pod);
-  if (!request.ok()) return request.message();
-  if (!request->AsksForGpu()) {
-    kube::ApiResult bound = client_->BindPod(args.pod_namespace, args.pod_name, uid, args.node);
+  FactsRef pod = Remembered(args.pod_uid);
+  if (!pod || pod->key != key) {  // not filtered here (another replica, a restart): read it
+    kube::ApiResult read = client_->GetPod(args.pod_namespace, args.pod_name);
+    if (!read.ok()) return "cannot read pod " + key + ": " + read.message();
+    pod = Parse(*read);
+  }
+  if (!args.pod_uid.empty() && pod->uid != args.pod_uid)
+    return "pod " + key + " has uid " + pod->uid + ", not " + args.pod_uid + " (it was replaced)";
+  if (!pod->node.empty()) return "pod " + key + " is already bound to node " + pod->node;
+  if (!pod->request.ok()) return pod->request.message();
+  if (!pod->request->AsksForGpu()) {
+    kube::ApiResult bound = client_->BindPod(args.pod_namespace, args.pod_name, pod->uid, args.node);
     return bound.ok() ? "" : "cannot bind pod " + key + " to node " + args.node + ": " + bound.message();
   }
+  return BindWithCards(args, std::move(pod));
+}
 
+std::string Extender::BindWithCards(const BindArgs& args, FactsRef pod) {
+  const std::string& key = pod->key;
   const ExtenderConfig& ec = cache_.config().extender;
   const ModelRef model = Model();
   const int64_t assume_ns = NowNs();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ec.bind_wait_ms);
+  bool waited = false;
   Result<Assignment> assignment =
-      cache_.Reserve(args.node, *request, uid, assume_ns, model.model.get(), deadline);
+      cache_.Reserve(args.node, *pod->request, pod->uid, assume_ns, model.model.get(), deadline, &waited);
+  if (waited) metrics_.CountBindWait();
   if (!assignment.ok()) {
     spdlog::info("bind pod={} node={}: {}", key, args.node, assignment.message());
     return assignment.message();
@@ -183,16 +231,34 @@ std::string Extender::Bind(const BindArgs& args) {
   kube::MetadataPatch patch;
   patch.annotations[names.gpu_assignment] = EncodeAssignment(*assignment);
   patch.annotations[names.gpu_assume_time] = EncodeAssumeTime(assume_ns);
-  patch.resource_version = kube::MetadataString(*pod, "resourceVersion");
-  kube::ApiResult patched = client_->PatchPodMetadata(args.pod_namespace, args.pod_name, patch);
-  if (!patched.ok()) {
-    cache_.Unreserve(key, uid);
-    spdlog::info("bind pod={} node={}: annotating failed: {}", key, args.node, patched.message());
-    return "cannot record the cards of pod " + key + ": " + patched.message();
+  // Conditional on the version the request was read from; a conflict (often the scheduler's own status
+  // write) reads the pod again and retries while it is the same, unbound pod asking the same.
+  for (int attempt = 0;; ++attempt) {
+    patch.resource_version = pod->resource_version;
+    kube::ApiResult patched = client_->PatchPodMetadata(args.pod_namespace, args.pod_name, patch);
+    if (patched.ok()) break;
+    std::string why = "cannot record the cards of pod " + key + ": " + patched.message();
+    if (patched.IsConflict() && attempt < kConflictRetries) {
+      kube::ApiResult read = client_->GetPod(args.pod_namespace, args.pod_name);
+      if (read.ok()) {
+        FactsRef fresh = Parse(*read);
+        if (fresh->uid == pod->uid && fresh->node.empty() && fresh->request.ok() &&
+            fresh->request->containers == pod->request->containers) {
+          metrics_.CountBindConflictRetry();
+          Remember(fresh);
+          pod = std::move(fresh);
+          continue;
+        }
+        why = "pod " + key + " changed while it was being bound; the scheduler will retry";
+      }
+    }
+    cache_.Unreserve(key, pod->uid);
+    spdlog::info("bind pod={} node={}: {}", key, args.node, why);
+    return why;
   }
-  kube::ApiResult bound = client_->BindPod(args.pod_namespace, args.pod_name, uid, args.node);
+  kube::ApiResult bound = client_->BindPod(args.pod_namespace, args.pod_name, pod->uid, args.node);
   if (!bound.ok()) {
-    cache_.Unreserve(key, uid);
+    cache_.Unreserve(key, pod->uid);
     kube::MetadataPatch undo;
     undo.annotations[names.gpu_assignment] = std::nullopt;
     undo.annotations[names.gpu_assume_time] = std::nullopt;
@@ -203,16 +269,15 @@ std::string Extender::Bind(const BindArgs& args) {
   }
   const std::string cards = Describe(*assignment);
   spdlog::info("bound pod={} node={} cards={}", key, args.node, cards);
-  if (kube::ApiResult e =
-          client_->RecordEvent(*patched, "Normal", "GPUAssigned",
-                               "Assigned to node " + args.node + " with cards " + cards, kComponent);
-      !e.ok())
-    spdlog::warn("pod={} cannot record an event: {}", key, e.message());
+  if (events_)
+    events_->Post(kube::PodReference(args.pod_namespace, args.pod_name, pod->uid), "Normal", "GPUAssigned",
+                  "Assigned to node " + args.node + " with cards " + cards);
   return "";
 }
 
 std::map<std::string, MetaVictims> Extender::Preempt(const PreemptArgs& args) {
-  Result<PodRequest> pod = RequestOf(args.pod);
+  const FactsRef facts = FactsOf(args.pod);
+  const Result<PodRequest>& pod = facts->request;
   if (!pod.ok()) return {};
   if (!pod->AsksForGpu()) return args.victims;
   const ModelRef model = Model();

@@ -1,7 +1,10 @@
 // The four extender verbs over the cache: filter and prioritize read one snapshot; bind chooses cards,
-// records them on the pod (D/gpu-assignment, D/gpu-assume-time, conditional on the pod's resourceVersion),
-// creates the Binding and records an Event, keeping the cache's reservation only when every step succeeded;
-// preempt keeps the nodes where evicting the proposed victims frees enough per-card capacity.
+// records them on the pod (D/gpu-assignment, D/gpu-assume-time, conditional on the pod's resourceVersion)
+// and creates the Binding - two API calls - keeping the cache's reservation only when both succeeded, and
+// queues an Event; preempt keeps the nodes where evicting the proposed victims frees enough per-card
+// capacity. A pod is parsed (and its workload read) once per resourceVersion: filter parses it, prioritize
+// and bind reuse that, and bind takes the resourceVersion from it instead of reading the pod; on a 409 it
+// reads the pod again and retries, a bounded number of times.
 #pragma once
 
 #include <deque>
@@ -10,11 +13,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "common/fragmentation.h"
 #include "common/kube/client.h"
+#include "common/kube/event_queue.h"
 #include "extender/cache.h"
 #include "extender/decisions.h"
 #include "extender/metrics.h"
@@ -25,9 +30,10 @@ namespace mgpu::extender {
 
 class Extender {
  public:
-  // `client` may be null (then bind fails); `is_leader` gates bind (null: always the leader).
+  // `client` may be null (then bind fails); `events` may be null (no events); `is_leader` gates bind
+  // (null: always the leader).
   Extender(ClusterCache& cache, kube::Client* client, WorkloadResolver* workloads, Metrics& metrics,
-           std::function<bool()> is_leader = {});
+           std::function<bool()> is_leader = {}, kube::EventQueue* events = nullptr);
 
   FilterResult Filter(const ExtenderArgs& args);
   std::vector<HostScore> Prioritize(const ExtenderArgs& args);
@@ -36,7 +42,21 @@ class Extender {
   std::map<std::string, MetaVictims> Preempt(const PreemptArgs& args);
 
  private:
-  Result<PodRequest> RequestOf(const nlohmann::json& pod);
+  // The pod as the verbs read it, remembered per uid for the latest resourceVersion seen.
+  struct PodFacts {
+    std::string key;  // namespace/name
+    std::string uid;
+    std::string resource_version;
+    std::string node;  // spec.nodeName
+    Result<PodRequest> request;
+  };
+  using FactsRef = std::shared_ptr<const PodFacts>;
+  FactsRef Parse(const nlohmann::json& pod) const;
+  // Parse(pod), or the remembered facts of the same uid and resourceVersion.
+  FactsRef FactsOf(const nlohmann::json& pod);
+  FactsRef Remembered(const std::string& uid);
+  void Remember(FactsRef facts);
+  std::string BindWithCards(const BindArgs& args, FactsRef pod);
   struct ModelRef {
     std::shared_ptr<const WorkloadModel> model;
     uint64_t version = 0;
@@ -64,6 +84,12 @@ class Extender {
   std::unordered_set<std::string> observed_;  // the uids model_ learned, the latest kObservedUids
   std::deque<std::string> observed_order_;
   DecisionMemo memo_;
+  kube::EventQueue* events_;
+  static constexpr size_t kRememberedPods = 8192;
+  static constexpr int kConflictRetries = 3;
+  std::mutex facts_mu_;
+  std::unordered_map<std::string, FactsRef> facts_;  // by uid
+  std::deque<std::string> facts_order_;
 };
 
 }  // namespace mgpu::extender

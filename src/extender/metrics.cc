@@ -29,6 +29,21 @@ void Metrics::CountFilterFailure(std::string_view reason, uint64_t nodes) {
   filter_failures_[std::string(reason)] += nodes;
 }
 
+void Metrics::CountBindWait() {
+  std::lock_guard lock(mu_);
+  ++bind_waits_;
+}
+
+void Metrics::CountBindConflictRetry() {
+  std::lock_guard lock(mu_);
+  ++bind_conflict_retries_;
+}
+
+uint64_t Metrics::bind_waits() const {
+  std::lock_guard lock(mu_);
+  return bind_waits_;
+}
+
 std::string Metrics::Render(const ClusterView& view) const {
   std::ostringstream out;
   {
@@ -59,6 +74,13 @@ std::string Metrics::Render(const ClusterView& view) const {
     for (const auto& [reason, n] : filter_failures_)
       out << "mgpu_extender_filter_failures_total{reason=\"" << EscapeLabelValue(reason) << "\"} " << n
           << '\n';
+    out << "# HELP mgpu_extender_bind_waits_total Binds that waited for an ambiguous pair to resolve.\n"
+           "# TYPE mgpu_extender_bind_waits_total counter\n"
+           "mgpu_extender_bind_waits_total "
+        << bind_waits_ << "\n# HELP mgpu_extender_bind_conflict_retries_total Binds retried after a stale "
+                          "resourceVersion.\n# TYPE mgpu_extender_bind_conflict_retries_total counter\n"
+                          "mgpu_extender_bind_conflict_retries_total "
+        << bind_conflict_retries_ << '\n';
   }
   struct Series {
     const char* name;

@@ -16,6 +16,11 @@ class Metrics {
  public:
   void ObserveRequest(std::string_view verb, int code, double seconds);
   void CountFilterFailure(std::string_view reason, uint64_t nodes = 1);
+  // A bind that had to wait for an ambiguous pair to resolve (DESIGN §5.5).
+  void CountBindWait();
+  // A bind whose annotation write met a stale resourceVersion and was retried.
+  void CountBindConflictRetry();
+  uint64_t bind_waits() const;
   std::string Render(const ClusterView& view) const;
 
  private:
@@ -30,6 +35,8 @@ class Metrics {
   std::map<std::pair<std::string, int>, uint64_t> requests_;  // (verb, HTTP code)
   std::map<std::string, Histogram> latency_;
   std::map<std::string, uint64_t> filter_failures_;
+  uint64_t bind_waits_ = 0;
+  uint64_t bind_conflict_retries_ = 0;
 };
 
 }  // namespace mgpu::extender

@@ -12,7 +12,9 @@ namespace {
 
 using nlohmann::json;
 constexpr char kJson[] = "application/json";
-constexpr int kThreads = 32;
+// kube-scheduler binds asynchronously, one goroutine per pod: enough workers that a bind waiting out the
+// ambiguity guard never queues the others.
+constexpr int kThreads = 128;
 
 }  // namespace
 
