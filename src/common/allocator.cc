@@ -103,10 +103,14 @@ double FreeAfter(const CardState& c, const CardUsage& u, const Holder& h, const 
   return Fraction(free_core, 100) + Fraction(c.capacity_mib - u.memory_mib - s.memory_mib, c.capacity_mib);
 }
 
+// What the container asks of each card; a resource it does not ask for is left out.
 std::string Describe(const ContainerRequest& c, Qos qos) {
-  std::string out = qos == Qos::kOnline ? std::to_string(c.CorePerCard()) + " percent core"
-                                        : std::to_string(c.ReclaimedCorePerCard()) + " percent reclaimed core";
-  return out + " and " + std::to_string(c.MemoryPerCardMiB()) + " MiB";
+  const int core = qos == Qos::kOnline ? c.CorePerCard() : c.ReclaimedCorePerCard();
+  std::string out;
+  if (core > 0 || c.memory_mib == 0)
+    out = std::to_string(core) + (qos == Qos::kOnline ? " percent core" : " percent reclaimed core");
+  if (c.memory_mib > 0) out += (out.empty() ? "" : " and ") + std::to_string(c.MemoryPerCardMiB()) + " MiB";
+  return out;
 }
 
 std::string Plural(size_t n, const char* word) {

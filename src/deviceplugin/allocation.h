@@ -24,6 +24,7 @@ struct PendingContainer {
   int64_t assume_time_ns = 0;    // D/gpu-assume-time
   std::string pod_uid{};
   int order = 0;  // the container's place in the pod (init containers first), the order the kubelet admits in
+  int pool_size = 1;  // members of its look-alike pool on this node (1: none alike)
 };
 
 // One ContainerPreferredAllocationRequest; the IDs are the caller's (the kubelet's request), not copied.

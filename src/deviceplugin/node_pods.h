@@ -4,6 +4,7 @@
 #pragma once
 
 #include <compare>
+#include <map>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -13,6 +14,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "common/config.h"
+#include "common/lookalike.h"
 #include "common/model.h"
 #include "deviceplugin/allocation.h"
 #include "deviceplugin/devices.h"
@@ -28,6 +30,7 @@ struct NodePod {
   // The GPU containers (init containers first, in spec order) when the pod's request parses. Annotations of
   // the pod's workload are not read: the totals do not depend on them.
   std::optional<std::vector<ContainerRequest>> containers{};
+  PodRequest shape{};  // the request's pod-wide fields (QoS, compute policy, dedicated), for look-alike pools
   std::optional<Assignment> assignment{};  // D/gpu-assignment, when present and readable
   int64_t assume_time_ns = 0;              // D/gpu-assume-time; 0 when absent
   std::optional<Assignment> allocated{};   // D/gpu-allocated as last written
@@ -37,13 +40,16 @@ struct NodePod {
 
 NodePod ReadNodePod(const nlohmann::json& pod, const Config& config);
 
-// A resource this plugin handed to a container that the kubelet's PodResources may not show yet.
+// A resource this plugin handed to a container that the kubelet's PodResources may not show yet: the
+// container the preference was matched to (in a look-alike pool, the kubelet may have admitted another
+// member) and the cards handed out.
 struct HandedOut {
   std::string pod_uid;
   std::string container;
   Resource resource = Resource::kCore;
   auto operator<=>(const HandedOut&) const = default;
 };
+using HandedOutCards = std::map<HandedOut, CardSet>;
 
 struct Pending {
   std::vector<PendingContainer> candidates;  // containers with an assignment still waiting for the resource
@@ -53,10 +59,15 @@ struct Pending {
 };
 
 // The containers of active `pods` that were assigned `resource` and have not been allocated it: not in
-// the kubelet's `allocated` answer, not in `handed_out`, not started.
+// the kubelet's `allocated` answer, not in `handed_out`, not started. Look-alikes are one pool
+// (common/lookalike.h): each waiting member is offered the cards the pool holds for it, which are its own
+// assigned cards unless another member was given them.
 Pending FindPending(const std::vector<NodePod>& pods, Resource resource, int64_t size,
-                    const AllocatedPods& allocated, const std::set<HandedOut>& handed_out,
-                    const Config& config);
+                    const AllocatedPods& allocated, const HandedOutCards& handed_out, const Config& config);
+
+// Whether the cards a container holds are cards assigned to one of its look-alikes on this node (a swap
+// inside a pool, which is normal), as opposed to cards no look-alike was assigned.
+bool WithinPool(const std::vector<NodePod>& pods, const NodePod& pod, const ContainerAssignment& held);
 
 // Whether `truth` (the pod's devices in PodResources) holds every mgpu resource each of the pod's GPU
 // containers asks for. Init containers are not listed by PodResources and are not required. A pod whose

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "common/codec.h"
@@ -46,7 +48,13 @@ json Pod(const std::string& name, const std::vector<std::tuple<std::string, int,
 std::vector<std::string> Names(const std::vector<PendingContainer>& pending) {
   std::vector<std::string> out;
   for (const auto& p : pending) out.push_back(p.pod + ":" + p.container);
+  std::sort(out.begin(), out.end());
   return out;
+}
+
+json WithAssumeTime(json pod, int64_t ns) {
+  pod["metadata"]["annotations"][Config().Names().gpu_assume_time] = std::to_string(ns);
+  return pod;
 }
 
 TEST(ReadNodePod, ReadsWhatTheHandOffNeeds) {
@@ -107,7 +115,7 @@ TEST(FindPending, OffersAssignedContainersThatHaveNotGotTheResource) {
   };
   AllocatedPods allocated = {{"ns/held", Assignment{{{"main", {CardShare{"GPU-a", 20, 0, 0}}}}}},
                              {"ns/memory-only", Assignment{{{"main", {CardShare{"GPU-b", 0, 0, 2048}}}}}}};
-  const std::set<HandedOut> handed = {{"uid-handed", "main", Resource::kCore}};
+  const HandedOutCards handed = {{{"uid-handed", "main", Resource::kCore}, {"GPU-a"}}};
   const Pending core = FindPending(pods, Resource::kCore, 20, allocated, handed, config);
   EXPECT_EQ(Names(core.candidates), (std::vector<std::string>{"ns/fresh:main", "ns/memory-only:main"}));
   EXPECT_TRUE(core.explained);
@@ -115,10 +123,43 @@ TEST(FindPending, OffersAssignedContainersThatHaveNotGotTheResource) {
   EXPECT_EQ(core.candidates[0].assume_time_ns, 5);
   const Pending memory = FindPending(pods, Resource::kMemory, 2, allocated, handed, config);
   EXPECT_EQ(Names(memory.candidates),
-            (std::vector<std::string>{"ns/fresh:main", "ns/held:main", "ns/handed:main"}));
+            (std::vector<std::string>{"ns/fresh:main", "ns/handed:main", "ns/held:main"}));
   // No container waits for 30% core: the kubelet's pod is not in sight.
   EXPECT_FALSE(FindPending(pods, Resource::kCore, 30, allocated, handed, config).explained);
   EXPECT_TRUE(FindPending(pods, Resource::kReclaimedCore, 20, allocated, handed, config).candidates.empty());
+}
+
+// The kubelet admitted the younger look-alike first and the plugin gave it the elder's card: the elder is
+// now offered the younger's card, whichever member the earlier preference was matched to.
+TEST(FindPending, LookAlikesAreOnePool) {
+  const Config config = TestConfig();
+  const std::vector<NodePod> pods = {
+      ReadNodePod(WithAssumeTime(Pod("elder", {{"main", 20, 2}}, {"GPU-a"}), 1), config),
+      ReadNodePod(WithAssumeTime(Pod("younger", {{"main", 20, 2}}, {"GPU-b"}), 2), config),
+      ReadNodePod(WithAssumeTime(Pod("other-shape", {{"main", 30, 2}}, {"GPU-c"}), 3), config),
+  };
+  const AllocatedPods younger_on_a = {
+      {"ns/younger", Assignment{{{"main", {CardShare{"GPU-a", 20, 0, 2048}}}}}}};
+  const Pending after_swap = FindPending(pods, Resource::kCore, 20, younger_on_a, {}, config);
+  ASSERT_EQ(Names(after_swap.candidates), (std::vector<std::string>{"ns/elder:main", "ns/other-shape:main"}));
+  EXPECT_EQ(after_swap.candidates[0].pod, "ns/elder");
+  EXPECT_EQ(after_swap.candidates[0].cards[0].uuid, "GPU-b");
+  EXPECT_EQ(after_swap.candidates[0].cards[0].core, 20);
+  EXPECT_EQ(after_swap.candidates[0].pool_size, 2);
+  // The same before PodResources shows it, when the hand-out was matched to the elder.
+  const HandedOutCards matched_elder = {{{"uid-elder", "main", Resource::kCore}, {"GPU-a"}}};
+  const Pending unsettled = FindPending(pods, Resource::kCore, 20, {}, matched_elder, config);
+  ASSERT_EQ(Names(unsettled.candidates), (std::vector<std::string>{"ns/other-shape:main", "ns/younger:main"}));
+  EXPECT_EQ(unsettled.candidates[0].pod, "ns/younger");
+  EXPECT_EQ(unsettled.candidates[0].cards[0].uuid, "GPU-b");
+  // Memory is one pool as well; another shape keeps its own cards.
+  const Pending memory = FindPending(pods, Resource::kMemory, 2, younger_on_a, {}, config);
+  ASSERT_EQ(Names(memory.candidates), (std::vector<std::string>{"ns/elder:main", "ns/other-shape:main"}));
+  for (const PendingContainer& c : memory.candidates)
+    EXPECT_EQ(c.cards[0].uuid, c.pod == "ns/elder" ? "GPU-b" : "GPU-c");
+  // A swap inside the pool is normal; cards no look-alike was assigned are not.
+  EXPECT_TRUE(WithinPool(pods, pods[1], {"main", {CardShare{"GPU-a", 20, 0, 2048}}}));
+  EXPECT_FALSE(WithinPool(pods, pods[1], {"main", {CardShare{"GPU-c", 20, 0, 2048}}}));
 }
 
 TEST(FindPending, APodWithoutAssignmentExplainsTheSizeButIsNoCandidate) {

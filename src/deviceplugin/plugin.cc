@@ -41,6 +41,13 @@ std::string SocketName(Resource resource, const ResourceNames& names) {
   return name + ".sock";
 }
 
+// Who a call served, as far as the plugin can know: the kubelet names no pod, so for a look-alike pool only
+// the pool is known.
+std::string Whom(const PendingContainer& c) {
+  if (c.pool_size > 1) return "pool of " + std::to_string(c.pool_size) + " look-alikes";
+  return "pod=" + c.pod + " container=" + c.container;
+}
+
 std::vector<std::string> Uuids(const std::vector<Card>& cards) {
   std::vector<std::string> out;
   for (const Card& c : cards) out.push_back(c.uuid);
@@ -113,16 +120,17 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
         }
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, preference.message());
       }
+      std::string whom = "pod=(none: allocator's choice)";
       if (!preference->pod.empty()) {
         counts_.preferred_matched++;
         for (const PendingContainer& candidate : candidates) {
-          if (candidate.pod == preference->pod && candidate.container == preference->container)
-            RememberMatch(preference->device_ids, candidate);
+          if (candidate.pod != preference->pod || candidate.container != preference->container) continue;
+          RememberMatch(preference->device_ids, candidate);
+          whom = Whom(candidate);
         }
       }
-      spdlog::info("resource={} size={} pod={} container={} preferred {} devices", name_, r.size,
-                   preference->pod.empty() ? "(none: allocator's choice)" : preference->pod,
-                   preference->container, preference->device_ids.size());
+      spdlog::info("resource={} size={} {} preferred {} devices", name_, r.size, whom,
+                   preference->device_ids.size());
       auto* out = response->add_container_responses();
       for (auto& id : preference->device_ids) out->add_deviceids(std::move(id));
     }
@@ -139,7 +147,7 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
       auto allocation = ReadAllocation(resource_, ids, cards, config_);
       if (!allocation.ok()) {
         counts_.allocate_errors++;
-        spdlog::error("resource={} pod={} Allocate refused: {}", name_, matched ? matched->pod : "(unknown)",
+        spdlog::error("resource={} {} Allocate refused: {}", name_, matched ? Whom(*matched) : "pod=(unknown)",
                       allocation.message());
         if (pods_) {
           pods_->Refused(resource_, matched ? &*matched : nullptr,
@@ -169,9 +177,8 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
             "schedule GPU pods through the mgpu scheduler extender",
             name_, joined);
       }
-      spdlog::info("resource={} pod={} container={} card={} amount_per_card={} allocated", name_,
-                   matched ? matched->pod : "(unknown)", matched ? matched->container : "", joined,
-                   allocation->per_card);
+      spdlog::info("resource={} {} card={} amount_per_card={} allocated", name_,
+                   matched ? Whom(*matched) : "pod=(unknown)", joined, allocation->per_card);
     }
     return grpc::Status::OK;
   }

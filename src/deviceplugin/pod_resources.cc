@@ -80,9 +80,15 @@ void PodResourcesPoller::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-AllocatedPods PodResourcesPoller::Latest() const {
+AllocatedPods PodResourcesPoller::Latest(uint64_t* request) const {
   std::lock_guard lock(mu_);
+  if (request) *request = latest_request_;
   return latest_;
+}
+
+uint64_t PodResourcesPoller::RequestsStarted() const {
+  std::lock_guard lock(mu_);
+  return requests_started_;
 }
 
 bool PodResourcesPoller::HasAnswer() const {
@@ -104,6 +110,7 @@ void PodResourcesPoller::Run() {
   bool failing = false;
   std::unique_lock lock(mu_);
   while (!stopping_) {
+    const uint64_t request = ++requests_started_;
     lock.unlock();
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -116,6 +123,7 @@ void PodResourcesPoller::Run() {
     lock.lock();
     if (status.ok()) {
       latest_ = pods;
+      latest_request_ = request;
       answered_ = true;
       wake_.notify_all();
       if (on_answer_) {

@@ -35,7 +35,12 @@ class PodResourcesPoller {
   ~PodResourcesPoller() { Stop(); }
   void Start();
   void Stop();
-  AllocatedPods Latest() const;
+  // The latest answer; `request` (optional) gets the number of the List request that produced it (requests
+  // are numbered from 1 as they start; 0: no answer yet).
+  AllocatedPods Latest(uint64_t* request = nullptr) const;
+  // List requests started so far: an answer to a request numbered above this reflects everything the kubelet
+  // had handed out before now.
+  uint64_t RequestsStarted() const;
   bool HasAnswer() const;
   // Waits until the kubelet has answered once (or `timeout` passes, or Stop); returns HasAnswer().
   bool WaitForAnswer(std::chrono::milliseconds timeout) const;
@@ -50,6 +55,8 @@ class PodResourcesPoller {
   bool stopping_ = false;
   bool answered_ = false;
   AllocatedPods latest_;
+  uint64_t requests_started_ = 0;
+  uint64_t latest_request_ = 0;
   std::thread thread_;
 };
 

@@ -58,7 +58,11 @@ kube::Json PodRef(const std::string& key, const std::string& uid) {
 
 PodTracker::PodTracker(const Config& config, std::string node, kube::Client& client,
                        const PodResourcesPoller& pod_resources)
-    : config_(config), node_(std::move(node)), client_(client), pod_resources_(pod_resources) {}
+    : config_(config),
+      node_(std::move(node)),
+      client_(client),
+      pod_resources_(pod_resources),
+      events_(client, kComponent) {}
 
 PodTracker::~PodTracker() { Stop(); }
 
@@ -81,6 +85,7 @@ void PodTracker::Stop() {
   }
   changed_.notify_all();
   if (informer_) informer_->Stop();
+  events_.Stop();
 }
 
 bool PodTracker::Synced() const { return informer_ && informer_->HasSynced(); }
@@ -106,11 +111,29 @@ void PodTracker::Remove(const kube::Json& object) {
   std::lock_guard lock(mu_);
   pods_.erase(key);
   written_.erase(uid);
-  std::erase_if(handed_out_, [&](const HandedOut& h) { return h.pod_uid == uid; });
+  std::erase_if(handed_out_, [&](const auto& h) { return h.first.pod_uid == uid; });
 }
 
-Pending PodTracker::FindLocked(const std::vector<NodePod>& pods, Resource resource, int64_t size) const {
-  return FindPending(pods, resource, size, pod_resources_.Latest(), handed_out_, config_);
+std::vector<NodePod> PodTracker::PodsLocked() const {
+  std::vector<NodePod> pods;
+  pods.reserve(pods_.size());
+  for (const auto& [key, tracked] : pods_) pods.push_back(tracked.pod);
+  return pods;
+}
+
+Pending PodTracker::FindLocked(const std::vector<NodePod>& pods, Resource resource, int64_t size) {
+  uint64_t answered = 0;
+  const AllocatedPods truth = pod_resources_.Latest(&answered);
+  HandedOutCards unsettled;
+  for (auto it = handed_out_.begin(); it != handed_out_.end();) {
+    if (answered > it->second.requests_before) {  // the kubelet's answer shows who really holds it
+      it = handed_out_.erase(it);
+    } else {
+      unsettled.emplace(it->first, it->second.cards);
+      ++it;
+    }
+  }
+  return FindPending(pods, resource, size, truth, unsettled, config_);
 }
 
 std::vector<PendingContainer> PodTracker::Candidates(Resource resource, int64_t size) {
@@ -125,9 +148,7 @@ std::vector<PendingContainer> PodTracker::Candidates(Resource resource, int64_t 
   Pending pending;
   {
     std::lock_guard lock(mu_);
-    std::vector<NodePod> pods;
-    for (const auto& [key, tracked] : pods_) pods.push_back(tracked.pod);
-    pending = FindLocked(pods, resource, size);
+    pending = FindLocked(PodsLocked(), resource, size);
   }
   if (pending.explained || wait.count() == 0) return pending.candidates;
   // The kubelet may have seen the binding before this watch: read the node's pods from the API server.
@@ -180,16 +201,16 @@ std::optional<std::vector<NodePod>> PodTracker::Relist() {
 }
 
 void PodTracker::Allocated(Resource resource, const PendingContainer& container) {
+  const uint64_t requests = pod_resources_.RequestsStarted();
   std::lock_guard lock(mu_);
-  handed_out_.insert(HandedOut{container.pod_uid, container.container, resource});
+  handed_out_[HandedOut{container.pod_uid, container.container, resource}] =
+      HandOut{CardSetOf(ContainerAssignment{container.container, container.cards}), requests};
 }
 
 void PodTracker::Refused(Resource, const PendingContainer* container, const std::string& message) {
-  if (!container) {
-    kube::ApiResult node = client_.GetNode(node_);
-    const kube::Json involved =
-        node.ok() ? Involved(*node, "Node") : kube::Json{{"kind", "Node"}, {"metadata", {{"name", node_}}}};
-    RecordEvent(involved, "Warning", "GPUAllocationFailed", message);
+  if (!container) {  // the kubelet names no pod: the node is all there is to report on
+    RecordEvent(kube::Json{{"kind", "Node"}, {"apiVersion", "v1"}, {"metadata", {{"name", node_}}}}, "Warning",
+                "GPUAllocationFailed", message);
     return;
   }
   kube::Json involved = PodRef(container->pod, container->pod_uid);
@@ -205,6 +226,7 @@ void PodTracker::Reconcile(const AllocatedPods& truth) {
   const std::string& annotation = config_.Names().gpu_allocated;
   for (const auto& [key, held] : truth) {
     Tracked tracked;
+    std::vector<NodePod> node_pods;
     Assignment allocated = Normalized(held);
     {
       std::lock_guard lock(mu_);
@@ -222,6 +244,7 @@ void PodTracker::Reconcile(const AllocatedPods& truth) {
           w->second.seen_version == pod.resource_version)
         continue;  // written; the watch has not shown it yet
       tracked = it->second;
+      node_pods = PodsLocked();
     }
     const NodePod& pod = tracked.pod;
     kube::MetadataPatch patch;
@@ -242,7 +265,9 @@ void PodTracker::Reconcile(const AllocatedPods& truth) {
       RecordEvent(tracked.object, "Normal", "GPUAllocated",
                   "allocated cards " + Describe(c.cards) + " to container " + c.container);
       const ContainerAssignment* assigned = pod.assignment ? pod.assignment->Find(c.container) : nullptr;
-      if (assigned && Normalized(Assignment{{*assigned}}).containers.front() != c) {
+      // Another look-alike's cards are a normal swap inside the pool, not a difference worth a Warning.
+      if (assigned && Normalized(Assignment{{*assigned}}).containers.front() != c &&
+          !WithinPool(node_pods, pod, c)) {
         RecordEvent(tracked.object, "Warning", "GPUAllocationDiffers",
                     "container " + c.container + " holds cards " + Describe(c.cards) +
                         " instead of its assignment " + Describe(assigned->cards));
@@ -253,10 +278,7 @@ void PodTracker::Reconcile(const AllocatedPods& truth) {
 
 void PodTracker::RecordEvent(const kube::Json& involved, const char* type, const char* reason,
                              const std::string& message) {
-  kube::ApiResult result = client_.RecordEvent(involved, type, reason, message, kComponent);
-  if (!result.ok()) {
-    spdlog::warn("node={} cannot record the {} event \"{}\": {}", node_, reason, message, result.message());
-  }
+  events_.Post(involved, type, reason, message);
 }
 
 }  // namespace mgpu::dp

@@ -7,7 +7,10 @@
 //    kubelet's first PodResources answer, so that a restarted plugin offers no allocated container again.
 //  - Reconcile() writes D/gpu-allocated on a pod once the kubelet holds everything its GPU containers ask
 //    for, only when that differs from what the pod carries, and records a GPUAllocated Event per container.
-//  - Refusals become Warning Events on the pod, or on the node when the pod is unknown.
+//  - Refusals become Warning Events on the pod, or on the node when the pod is unknown, queued: nothing
+//    under the kubelet's calls waits for the API server but the bounded re-list of Candidates().
+//  - A hand-out counts until a PodResources answer requested after it shows the truth (the kubelet may
+//    have admitted another member of the look-alike pool than the one the preference was matched to).
 //  - Thread-safe. Stop() interrupts waits and re-lists at once and stops the informer.
 #pragma once
 
@@ -23,6 +26,7 @@
 
 #include "common/config.h"
 #include "common/kube/client.h"
+#include "common/kube/event_queue.h"
 #include "common/kube/informer.h"
 #include "deviceplugin/node_pods.h"
 #include "deviceplugin/plugin.h"
@@ -62,11 +66,12 @@ class PodTracker final : public PendingPods {
 
   void Upsert(const kube::Json& object);
   void Remove(const kube::Json& object);
-  Pending FindLocked(const std::vector<NodePod>& pods, Resource resource, int64_t size) const;
+  Pending FindLocked(const std::vector<NodePod>& pods, Resource resource, int64_t size);
   // The node's pods straight from the API server; nullopt when the list failed or Stop interrupted it.
   std::optional<std::vector<NodePod>> Relist();
   void RecordEvent(const kube::Json& involved, const char* type, const char* reason,
                    const std::string& message);
+  std::vector<NodePod> PodsLocked() const;
 
   const Config& config_;
   const std::string node_;
@@ -79,7 +84,12 @@ class PodTracker final : public PendingPods {
   bool stopping_ = false;
   uint64_t changes_ = 0;                 // pods the watch added or changed
   std::map<std::string, Tracked> pods_;  // by namespace/name
-  std::set<HandedOut> handed_out_;
+  struct HandOut {
+    CardSet cards;
+    uint64_t requests_before = 0;  // PodResources requests started before the hand-out
+  };
+  std::map<HandedOut, HandOut> handed_out_;
+  kube::EventQueue events_;
   std::map<std::string, Written> written_;  // by pod uid
   std::set<kube::CancelToken*> relists_;    // in flight, cancelled by Stop
 };
