@@ -22,6 +22,11 @@ const json* Field(const json& object, const char* key) {
   return it == object.end() ? nullptr : &*it;
 }
 
+const json* FindPhase(const json& pod) {
+  const json* status = Field(pod, "status");
+  return status ? Field(*status, "phase") : nullptr;
+}
+
 std::string StringField(const json& object, const char* key) {
   const json* v = Field(object, key);
   return v && v->is_string() ? v->get<std::string>() : std::string();
@@ -402,6 +407,54 @@ std::vector<std::string> GpuModelsOf(const json& pod, const std::string& label) 
 
 Result<PodRequest> ParsePodRequest(const json& pod, const Config& config, const Annotations& workload) {
   return Parser(pod, config, workload).Parse();
+}
+
+void KeepSchedulingFields(json& pod, const Config& config) {
+  if (!pod.is_object()) return;
+  const auto copy = [](const json& from, json& to, std::initializer_list<const char*> keys) {
+    for (const char* key : keys)
+      if (const json* v = Field(from, key)) to[key] = *v;
+  };
+  json slim = json::object();
+  if (const json* meta = Field(pod, "metadata")) {
+    json& m = slim["metadata"] = json::object();
+    copy(*meta, m, {"name", "namespace", "uid", "resourceVersion", "deletionTimestamp"});
+    if (const json* annotations = Field(*meta, "annotations"); annotations && annotations->is_object()) {
+      const std::string prefix = config.resource_domain + "/";
+      json kept = json::object();
+      for (const auto& [key, value] : annotations->items())
+        if (key.starts_with(prefix) || key == kQosLevelAnnotation) kept[key] = value;
+      if (!kept.empty()) m["annotations"] = std::move(kept);
+    }
+    if (const json* owners = Field(*meta, "ownerReferences"); owners && owners->is_array()) {
+      for (const json& o : *owners) {
+        if (const json* c = Field(o, "controller"); !c || !c->is_boolean() || !c->get<bool>()) continue;
+        json& kept = m["ownerReferences"] = json::array({json::object()});
+        copy(o, kept[0], {"apiVersion", "kind", "name", "controller"});
+      }
+    }
+  }
+  if (const json* spec = Field(pod, "spec")) {
+    json& s = slim["spec"] = json::object();
+    copy(*spec, s, {"nodeName", "nodeSelector", "overhead"});
+    if (const json* required = Field(*spec, "affinity")) {
+      for (const char* key : {"nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"})
+        required = required ? Field(*required, key) : nullptr;
+      if (required) s["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = *required;
+    }
+    for (const char* list : {"initContainers", "containers"}) {
+      const json* containers = Field(*spec, list);
+      if (!containers || !containers->is_array()) continue;
+      json& kept = s[list] = json::array();
+      for (const json& c : *containers) {
+        json k = json::object();
+        copy(c, k, {"name", "resources", "restartPolicy"});
+        kept.push_back(std::move(k));
+      }
+    }
+  }
+  if (const json* phase = FindPhase(pod)) slim["status"]["phase"] = *phase;
+  pod = std::move(slim);
 }
 
 Annotations AnnotationsOf(const json& object) {

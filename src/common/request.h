@@ -37,6 +37,12 @@ HostRequest HostRequestOf(const nlohmann::json& pod);
 // (In expressions) allow, sorted; empty when they allow any.
 std::vector<std::string> GpuModelsOf(const nlohmann::json& pod, const std::string& label);
 
+// Reduces `pod` in place to the fields ParsePodRequest, HostRequestOf, GpuModelsOf and ControllerOf read,
+// plus what identifies it (name, namespace, uid, resourceVersion, deletionTimestamp, nodeName, phase):
+// annotations of D and the QoS key only (not, say, kubectl's last-applied copy), containers' names,
+// resources and restartPolicy. What a cache of many pods keeps.
+void KeepSchedulingFields(nlohmann::json& pod, const Config& config);
+
 // The metadata.annotations of any object; non-string values are skipped.
 Annotations AnnotationsOf(const nlohmann::json& object);
 

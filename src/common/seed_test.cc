@@ -91,5 +91,39 @@ TEST(Seeds, EveryBadRequestIsRejectedWithItsSentence) {
   }
 }
 
+// What a cache keeps of a pod reads the same as the whole pod, for every seed pod (bad ones included) and the
+// pod kube-scheduler sends.
+TEST(Seeds, KeptSchedulingFieldsReadTheSame) {
+  std::vector<nlohmann::json> pods;
+  for (const char* file : {"online-offline.yaml", "emr-style.yaml", "bad-requests.yaml"})
+    for (const ManifestPod& m : Load(file)) pods.push_back(m.pod);
+  pods.push_back(nlohmann::json::parse(
+      test::ReadFile(std::string(MGPU_SHARED_DIR) + "/fixtures/kube-scheduler/v1.32/cache-filter-001.json"))["Pod"]);
+  ASSERT_GT(pods.size(), 5u);
+  for (nlohmann::json pod : pods) {
+    pod["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = pod.dump();
+    pod["metadata"]["ownerReferences"] = {{{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"}, {"name", "rs"},
+                                           {"controller", true}, {"uid", "x"}}};
+    nlohmann::json kept = pod;
+    KeepSchedulingFields(kept, Volcengine());
+    EXPECT_LT(kept.dump().size(), pod.dump().size() / 2);
+    const Result<PodRequest> whole = ParsePodRequest(pod, Volcengine()), slim = ParsePodRequest(kept, Volcengine());
+    ASSERT_EQ(whole.ok(), slim.ok());
+    if (whole.ok()) {
+      EXPECT_EQ(whole->containers, slim->containers);
+      EXPECT_EQ(whole->qos, slim->qos);
+      EXPECT_EQ(whole->compute_policy, slim->compute_policy);
+      EXPECT_EQ(whole->Key(), slim->Key());
+      EXPECT_EQ(whole->gpu_models, slim->gpu_models);
+    } else {
+      EXPECT_EQ(whole.message(), slim.message());
+    }
+    EXPECT_EQ(HostRequestOf(pod), HostRequestOf(kept));
+    ASSERT_TRUE(ControllerOf(kept).has_value());
+    EXPECT_EQ(ControllerOf(kept)->name, "rs");
+    EXPECT_EQ(kept["metadata"].value("resourceVersion", ""), pod["metadata"].value("resourceVersion", ""));
+  }
+}
+
 }  // namespace
 }  // namespace mgpu

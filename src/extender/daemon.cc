@@ -58,8 +58,11 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
       kube::InformerHandlers{[&cache](const kube::Json& n) { cache.UpsertNode(n); },
                              [&cache](const kube::Json&, const kube::Json& n) { cache.UpsertNode(n); },
                              [&cache](const kube::Json& n) { cache.DeleteNode(n); }});
+  const Config& config = config_;
   pods_ = std::make_unique<kube::Informer>(
-      *client_, kube::InformerOptions{.resource = kube::kPods},
+      *client_,
+      kube::InformerOptions{.resource = kube::kPods,
+                            .transform = [&config](kube::Json& pod) { KeepSchedulingFields(pod, config); }},
       kube::InformerHandlers{[&cache](const kube::Json& p) { cache.UpsertPod(p); },
                              [&cache](const kube::Json&, const kube::Json& p) { cache.UpsertPod(p); },
                              [&cache](const kube::Json& p) { cache.DeletePod(p); }});

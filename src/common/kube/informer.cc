@@ -116,13 +116,18 @@ bool Informer::ListAndReplace() {
     spdlog::warn("kube: listing {} failed: {}", options_.resource.kind, list.message());
     return false;
   }
-  std::string version = MetadataString(*list, "resourceVersion");
+  Json body = std::move(list).value();
+  std::string version = MetadataString(body, "resourceVersion");
   std::map<std::string, Json> fresh;
-  if (const Json& items = (*list)["items"]; items.is_array()) {
-    for (const Json& item : items) {
-      if (Valid(item)) fresh[Key(item)] = item;
+  if (Json& items = body["items"]; items.is_array()) {
+    for (Json& item : items) {
+      if (options_.transform) options_.transform(item);
+      if (!Valid(item)) continue;
+      std::string key = Key(item);  // before the move: json's operator= takes its argument by value
+      fresh[std::move(key)] = std::move(item);
     }
   }
+  body = nullptr;
   std::vector<Delivery> deliveries;
   {
     std::lock_guard lock(mu_);
@@ -208,6 +213,7 @@ void Informer::ApplyLocked(const std::string& type, Json object, std::vector<Del
     spdlog::warn("kube: skipping a watch event of unknown type {} kind={}", type, options_.resource.kind);
     return;
   }
+  if (options_.transform) options_.transform(object);
   if (!Valid(object)) return;
   resource_version_ = MetadataString(object, "resourceVersion");
   std::string key = Key(object);

@@ -37,6 +37,9 @@ struct InformerOptions {
   std::chrono::milliseconds max_backoff{30000};
   std::chrono::seconds watch_timeout{300};  // the server ends each watch after this; the informer resumes it
   std::chrono::milliseconds idle_timeout{360000};  // a watch silent this long (no bookmark either) is dead
+  // Applied to every listed or watched object before it is kept and handed to the handlers, to keep only
+  // the fields they read (memory); it must keep metadata name, namespace, uid and resourceVersion.
+  std::function<void(Json& object)> transform{};
 };
 
 struct InformerHandlers {

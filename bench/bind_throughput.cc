@@ -1,0 +1,399 @@
+// The scheduler→kubelet hand-off at cluster speed (issue: "hand-off at real-cluster speed"). Drives the real
+// mgpu-scheduler-extender binary, started as its own process against the fake API server, the way
+// kube-scheduler does: one scheduling cycle at a time (filter + prioritize over every node, NodeNames mode),
+// binds in parallel (up to --in-flight), a failed bind retried after kube-scheduler's initial backoff (1 s,
+// doubling to 10 s). A confirmer plays the device plugin: --delay-ms after a pod is bound it writes
+// D/gpu-allocated. Reports pods/s, failed binds, binds that waited (the extender's metric), and checks that no
+// card is over-committed. --rss-pods N instead measures the extender's resident memory per cached pod.
+//   mgpu_bind_throughput [--nodes 1000] [--pods 2000] [--delay-ms 1000] [--shapes identical|mix]
+//                        [--in-flight 16] [--api-delay-ms 0] [--rss-pods 0]
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <httplib.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "common/codec.h"
+#include "common/config.h"
+#include "common/daemon.h"
+#include "support/fake_apiserver.h"
+
+extern char** environ;
+
+namespace mgpu {
+namespace {
+
+using nlohmann::json;
+using testing::FakeApiServer;
+using Clock = std::chrono::steady_clock;
+
+struct Shape {
+  int core;
+  int64_t memory_mib;
+};
+
+json NodeObject(int i) {
+  // The issue's cluster: 8 × 80 GiB, 2 × 24 GiB and 4 × 16 GiB nodes, in equal numbers.
+  static const struct {
+    int cards;
+    int64_t mib;
+    const char* model;
+  } kKinds[] = {{8, 81920, "NVIDIA H100"}, {2, 24576, "NVIDIA A10"}, {4, 16384, "Tesla T4"}};
+  const auto& kind = kKinds[i % 3];
+  const std::string name = "node-" + std::to_string(i);
+  NodeInventory inventory;
+  for (int c = 0; c < kind.cards; ++c)
+    inventory.cards.push_back(Card{c, "GPU-" + name + "-" + std::to_string(c), kind.model, kind.mib, true});
+  return {{"metadata",
+           {{"name", name},
+            {"annotations", {{Config().Names().gpu_inventory, EncodeInventory(inventory)}}}}},
+          {"status", {{"allocatable", {{"cpu", "64"}, {"memory", "512Gi"}}}}}};
+}
+
+json PodObject(const std::string& name, const Shape& shape) {
+  const ResourceNames names = Config().Names();
+  return {{"metadata", {{"name", name}, {"namespace", "default"}}},
+          {"spec",
+           {{"schedulerName", "default-scheduler"},
+            {"containers",
+             {{{"name", "main"},
+               {"image", "registry.example/infer:1"},
+               {"resources",
+                {{"limits",
+                  {{names.core, std::to_string(shape.core)}, {names.memory, std::to_string(shape.memory_mib)}}},
+                 {"requests", {{"cpu", "100m"}, {"memory", "1Gi"}}}}}}}}}},
+          {"status", {{"phase", "Pending"}}}};
+}
+
+// A port nothing listens on: bound, read and closed (never listened on, so no connection can queue there).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+int64_t RssKiB(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  return -1;
+}
+
+class Extender {
+ public:
+  Extender(const FakeApiServer& api, const std::string& dir) : port_(FreePort()) {
+    const std::string kubeconfig = dir + "/kubeconfig", config = dir + "/config.yaml";
+    std::ofstream(kubeconfig) << api.KubeconfigYaml();
+    std::ofstream(config) << "extender:\n  listenAddress: 127.0.0.1:" << port_ << "\n";
+    const std::string listen = "127.0.0.1:" + std::to_string(port_);
+    std::vector<std::string> args = {MGPU_EXTENDER_BINARY, "--kubeconfig", kubeconfig, "--config", config,
+                                     "--listen", listen};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, (dir + "/extender.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~Extender() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool WaitReady() const {
+    httplib::Client http(Url());
+    for (int i = 0; i < 600 && pid_ > 0; ++i) {
+      if (auto res = http.Get("/readyz"); res && res->status == 200) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  pid_t pid() const { return pid_; }
+
+ private:
+  int port_;
+  pid_t pid_ = -1;
+};
+
+double Metric(const std::string& url, const std::string& name) {
+  httplib::Client http(url);
+  auto res = http.Get("/metrics");
+  if (!res) return -1;
+  const size_t at = res->body.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(res->body.substr(at + name.size() + 2));
+}
+
+// Per card, what the bound pods hold (gpu-allocated, else gpu-assignment); the cards over 100 percent core or
+// over their memory.
+int OverCommitted(const FakeApiServer& api) {
+  const ResourceNames names = Config().Names();
+  std::map<std::string, int64_t> capacity;
+  for (const json& node : api.List("nodes")) {
+    auto inv = DecodeInventory(node["metadata"]["annotations"][names.gpu_inventory].get<std::string>());
+    for (const Card& c : inv->cards) capacity[c.uuid] = c.memory_mib;
+  }
+  std::map<std::string, std::pair<int, int64_t>> used;
+  for (const json& pod : api.List("pods")) {
+    const json& a = pod["metadata"].value("annotations", json::object());
+    const std::string text = a.contains(names.gpu_allocated) ? a[names.gpu_allocated].get<std::string>()
+                             : a.contains(names.gpu_assignment) ? a[names.gpu_assignment].get<std::string>()
+                                                                : "";
+    if (text.empty() || pod["spec"].value("nodeName", "").empty()) continue;
+    auto assignment = DecodeAssignment(text);
+    for (const ContainerAssignment& c : assignment->containers)
+      for (const CardShare& s : c.cards) {
+        used[s.uuid].first += s.core;
+        used[s.uuid].second += s.memory_mib;
+      }
+  }
+  int over = 0;
+  for (const auto& [uuid, u] : used) over += u.first > 100 || u.second > capacity[uuid];
+  return over;
+}
+
+struct Options {
+  int nodes = 1000, pods = 2000, delay_ms = 1000, in_flight = 16, api_delay_ms = 0, rss_pods = 0;
+  std::string shapes = "identical";
+};
+
+int RunThroughput(const Options& o, FakeApiServer& api, Extender& extender) {
+  const ResourceNames names = Config().Names();
+  std::vector<Shape> shapes = {{20, 4096}};
+  // Four shapes that share sizes pairwise (20 core, 4096 and 8192 MiB): the ambiguous pairs of DESIGN §5.5.
+  if (o.shapes == "mix") shapes = {{20, 4096}, {20, 8192}, {50, 8192}, {30, 4096}};
+  for (int i = 0; i < o.pods; ++i)
+    (void)api.Create("pods", PodObject("p-" + std::to_string(i), shapes[i % shapes.size()]));
+  std::vector<std::string> node_names;
+  for (int i = 0; i < o.nodes; ++i) node_names.push_back("node-" + std::to_string(i));
+  const std::string names_json = json(node_names).dump();
+
+  std::atomic<bool> done{false};
+  // The device plugin: confirms each bound pod `delay_ms` after it first sees it bound.
+  std::thread confirmer([&] {
+    std::map<std::string, Clock::time_point> seen;
+    while (!done) {
+      const auto now = Clock::now();
+      for (const json& pod : api.List("pods", "default")) {
+        const json& a = pod["metadata"].value("annotations", json::object());
+        if (pod["spec"].value("nodeName", "").empty() || !a.contains(names.gpu_assignment) ||
+            a.contains(names.gpu_allocated))
+          continue;
+        const std::string name = pod["metadata"]["name"];
+        auto [it, fresh] = seen.emplace(name, now);
+        if (now - it->second < std::chrono::milliseconds(o.delay_ms)) continue;
+        (void)api.MergePatch("pods", "default", name,
+                             {{"metadata", {{"annotations", {{names.gpu_allocated, a[names.gpu_assignment]}}}}}});
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+
+  struct Queued {
+    std::string name;
+    Clock::time_point not_before;
+    int failures = 0;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Queued> queue;
+  for (int i = 0; i < o.pods; ++i) queue.push_back({"p-" + std::to_string(i), Clock::now(), 0});
+  int in_flight = 0, bound = 0, bind_failures = 0;
+  std::map<std::string, int> failure_reasons;
+  const auto post = [&](const std::string& path, const std::string& body) -> std::optional<json> {
+    httplib::Client http(extender.Url());
+    http.set_read_timeout(std::chrono::seconds(30));
+    auto res = http.Post(path, body, "application/json");
+    if (!res || res->status != 200) return std::nullopt;
+    json reply = json::parse(res->body, nullptr, false);
+    return reply.is_discarded() ? std::nullopt : std::optional<json>(std::move(reply));
+  };
+  const auto start = Clock::now();
+  std::vector<std::thread> binders;
+  while (true) {
+    Queued next;
+    {
+      std::unique_lock lock(mu);
+      // kube-scheduler's active queue goes first; pods backing off wait in their own queue.
+      auto first_ready = queue.end();
+      const auto ready = [&] {
+        if (bound == o.pods) return true;
+        if (in_flight >= o.in_flight) return false;
+        const auto now = Clock::now();
+        first_ready = std::find_if(queue.begin(), queue.end(), [&](const Queued& q) { return q.not_before <= now; });
+        return first_ready != queue.end();
+      };
+      while (!ready()) cv.wait_for(lock, std::chrono::milliseconds(20));
+      if (bound == o.pods) break;
+      next = *first_ready;
+      queue.erase(first_ready);
+      ++in_flight;
+    }
+    const json pod = *api.Get("pods", "default", next.name);
+    const json args = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", json::parse(names_json)}};
+    const std::optional<json> filtered = post("/filter", args.dump());
+    json passed = filtered ? filtered->value("NodeNames", json::array()) : json::array();
+    if (passed.is_null()) passed = json::array();
+    std::string chosen;
+    if (passed.size() == 1) chosen = passed[0];
+    if (passed.size() > 1) {
+      const json pargs = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", passed}};
+      const std::optional<json> scored = post("/prioritize", pargs.dump());
+      int best = -1;
+      for (const json& s : scored ? *scored : json::array())
+        if (s.value("Score", 0) > best) best = s.value("Score", 0), chosen = s.value("Host", "");
+    }
+    if (chosen.empty()) {
+      std::lock_guard lock(mu);
+      --in_flight;
+      queue.push_back({next.name, Clock::now() + std::chrono::seconds(1), next.failures + 1});
+      continue;
+    }
+    const json bind = {{"PodName", next.name},
+                       {"PodNamespace", "default"},
+                       {"PodUID", pod["metadata"]["uid"]},
+                       {"Node", chosen}};
+    binders.emplace_back([&, next, body = bind.dump()] {
+      const std::optional<json> reply = post("/bind", body);
+      const std::string error = reply ? reply->value("Error", "") : "no answer";
+      std::lock_guard lock(mu);
+      --in_flight;
+      if (error.empty()) {
+        ++bound;
+      } else {
+        ++bind_failures;
+        failure_reasons[error.substr(0, error.find(':'))]++;
+        const auto backoff = std::chrono::seconds(std::min(10, 1 << std::min(next.failures, 4)));
+        queue.push_back({next.name, Clock::now() + backoff, next.failures + 1});
+      }
+      cv.notify_all();
+    });
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (std::thread& t : binders) t.join();
+  // Let every confirmation land, then check the cards.
+  std::this_thread::sleep_for(std::chrono::milliseconds(o.delay_ms + 300));
+  done = true;
+  confirmer.join();
+  const int over = OverCommitted(api);
+  std::printf("nodes=%d pods=%d shapes=%s delay_ms=%d in_flight=%d api_delay_ms=%d\n", o.nodes, o.pods,
+              o.shapes.c_str(), o.delay_ms, o.in_flight, o.api_delay_ms);
+  std::printf("pods_per_second=%.1f seconds=%.2f failed_binds=%d binds_waited=%.0f over_committed_cards=%d\n",
+              o.pods / seconds, seconds, bind_failures,
+              Metric(extender.Url(), "mgpu_extender_bind_waits_total"), over);
+  for (const auto& [reason, n] : failure_reasons) std::printf("  failed bind: %d x %s\n", n, reason.c_str());
+  return over == 0 ? 0 : 1;
+}
+
+// Resident memory of the extender with `rss_pods` bound GPU pods cached, against none; then after deleting
+// them.
+int RunRss(const Options& o, FakeApiServer& api, Extender& extender) {
+  const ResourceNames names = Config().Names();
+  const auto settle = [&] {
+    // The informer has caught up when /metrics shows the pods' cores; wait until RSS stops moving.
+    int64_t last = -1;
+    for (int i = 0; i < 100; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      const int64_t now = RssKiB(extender.pid());
+      if (now == last) return now;
+      last = now;
+    }
+    return last;
+  };
+  const int64_t empty = settle();
+  for (int i = 0; i < o.rss_pods; ++i) {
+    json pod = PodObject("r-" + std::to_string(i), {10, 1024});
+    const std::string node = "node-" + std::to_string(i % o.nodes);
+    pod["spec"]["nodeName"] = node;
+    pod["status"]["phase"] = "Running";
+    pod["metadata"]["annotations"][names.gpu_allocated] =
+        EncodeAssignment(Assignment{{ContainerAssignment{"main", {CardShare{"GPU-" + node + "-0", 10, 0, 1024}}}}});
+    pod["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = pod.dump();
+    pod["metadata"]["labels"] = {{"app", "infer"}, {"pod-template-hash", "5d8f7c9b6"}};
+    (void)api.Create("pods", pod);
+  }
+  const int64_t full = settle();
+  for (int i = 0; i < o.rss_pods; ++i) (void)api.Delete("pods", "default", "r-" + std::to_string(i));
+  const int64_t after = settle();
+  std::printf("rss_kib_empty=%lld rss_kib_with_%d_pods=%lld rss_kib_after_delete=%lld bytes_per_pod=%.0f\n",
+              static_cast<long long>(empty), o.rss_pods, static_cast<long long>(full),
+              static_cast<long long>(after), (full - empty) * 1024.0 / o.rss_pods);
+  return 0;
+}
+
+}  // namespace
+}  // namespace mgpu
+
+int main(int argc, char** argv) {
+  using namespace mgpu;
+  std::map<std::string, std::string> flags;
+  if (!ParseFlags(argc, argv, {"nodes", "pods", "delay-ms", "shapes", "in-flight", "api-delay-ms", "rss-pods"},
+                  {}, flags)) {
+    std::cerr << "usage: mgpu_bind_throughput [--nodes N] [--pods N] [--delay-ms MS] [--shapes identical|mix] "
+                 "[--in-flight N] [--api-delay-ms MS] [--rss-pods N]\n";
+    return kExitUsage;
+  }
+  Options o;
+  const auto number = [&](const char* name, int& into) {
+    if (flags.count(name)) into = std::stoi(flags[name]);
+  };
+  number("nodes", o.nodes);
+  number("pods", o.pods);
+  number("delay-ms", o.delay_ms);
+  number("in-flight", o.in_flight);
+  number("api-delay-ms", o.api_delay_ms);
+  number("rss-pods", o.rss_pods);
+  if (flags.count("shapes")) o.shapes = flags["shapes"];
+  spdlog::set_level(spdlog::level::warn);
+
+  testing::FakeApiServer api;
+  if (!api.Start().ok()) return 1;
+  for (int i = 0; i < o.nodes; ++i) (void)api.Create("nodes", NodeObject(i));
+  if (o.api_delay_ms > 0) {
+    // Every write takes this long at the API server (etcd and admission on a real one).
+    api.InjectFault(testing::Fault{.action = testing::Fault::Action::kDelay, .method = "PATCH",
+                                   .delay = std::chrono::milliseconds(o.api_delay_ms), .times = -1});
+    api.InjectFault(testing::Fault{.action = testing::Fault::Action::kDelay, .method = "POST",
+                                   .delay = std::chrono::milliseconds(o.api_delay_ms), .times = -1});
+  }
+  char dir[] = "/tmp/mgpu-bind-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  Extender extender(api, dir);
+  if (!extender.WaitReady()) {
+    std::cerr << "the extender did not become ready; see " << dir << "/extender.log\n";
+    return 1;
+  }
+  return o.rss_pods > 0 ? RunRss(o, api, extender) : RunThroughput(o, api, extender);
+}
