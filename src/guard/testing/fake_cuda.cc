@@ -2,8 +2,9 @@
 // addresses (no memory behind them), a memory total, counters, and a launch log. Configured by the
 // environment: FAKE_CUDA_UUIDS (comma-separated card UUIDs, one device each), FAKE_CUDA_DEVICE (the current
 // device), FAKE_CUDA_TOTAL_MIB (memory per device, default 81920), FAKE_CUDA_LOG (a file each launch appends
-// "launch <FAKE_CUDA_TAG>" to).
+// "launch <FAKE_CUDA_TAG> <CLOCK_MONOTONIC ns>" to).
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -55,8 +56,11 @@ CUresult Launched() {
   ++g_launches;
   if (const char* log = getenv("FAKE_CUDA_LOG")) {
     const char* tag = getenv("FAKE_CUDA_TAG");
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
     char line[128];
-    const int n = snprintf(line, sizeof(line), "launch %s\n", tag ? tag : "-");
+    const int n = snprintf(line, sizeof(line), "launch %s %lld\n", tag ? tag : "-",
+                           static_cast<long long>(now.tv_sec) * 1000000000LL + now.tv_nsec);
     const int fd = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd >= 0) {
       if (write(fd, line, static_cast<size_t>(n)) < 0) perror("fake cuda log");
