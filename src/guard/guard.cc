@@ -105,15 +105,17 @@ DlsymFn RealDlsym() {
 }
 
 // Every hooked entry point: its name and its hook. The real pointer is filled at first use.
-#define MGPU_GUARD_HOOKS(X)                                                                              \
-  X(cuMemAlloc)                                                                                          \
-  X(cuMemAlloc_v2) X(cuMemAllocPitch_v2) X(cuMemAllocManaged) X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz) \
-      X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) X(cuMemCreate) X(cuArrayCreate_v2)      \
-          X(cuArray3DCreate_v2) X(cuMipmappedArrayCreate) X(cuMemFree) X(cuMemFree_v2) X(cuMemFreeAsync) \
-              X(cuMemFreeAsync_ptsz) X(cuMemRelease) X(cuArrayDestroy) X(cuMipmappedArrayDestroy)        \
-                  X(cuMemGetInfo) X(cuMemGetInfo_v2) X(cuLaunchKernel) X(cuLaunchKernel_ptsz)            \
-                      X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz) X(cuLaunchCooperativeKernel)          \
-                          X(cuLaunchCooperativeKernel_ptsz) X(cuGraphLaunch) X(cuGraphLaunch_ptsz)       \
+#define MGPU_GUARD_HOOKS(X)                                                                               \
+  X(cuMemAlloc)                                                                                           \
+  X(cuMemAlloc_v2)                                                                                        \
+  X(cuMemAllocPitch_v2)                                                                                   \
+  X(cuMemAllocManaged) X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync)              \
+      X(cuMemAllocFromPoolAsync_ptsz) X(cuMemCreate) X(cuArrayCreate_v2) X(cuArray3DCreate_v2)            \
+          X(cuMipmappedArrayCreate) X(cuMemFree) X(cuMemFree_v2) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) \
+              X(cuMemRelease) X(cuArrayDestroy) X(cuMipmappedArrayDestroy) X(cuMemGetInfo)                \
+                  X(cuMemGetInfo_v2) X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx)         \
+                      X(cuLaunchKernelEx_ptsz) X(cuLaunchCooperativeKernel)                               \
+                          X(cuLaunchCooperativeKernel_ptsz) X(cuGraphLaunch) X(cuGraphLaunch_ptsz)        \
                               X(cuGetProcAddress) X(cuGetProcAddress_v2)
 
 enum Hook : int {
@@ -394,26 +396,37 @@ void Attach(int index, const Settings& s) {
   if (!c.file) {
     struct stat st {};
     if (fstat(c.fd, &st) != 0) return StepAside(c, uuid, "the state file cannot be read");
-    const bool fresh = st.st_size == 0;
-    bool repair = false;
-    if (!fresh) {
-      StateFile probe;
-      const ssize_t n = pread(c.fd, &probe, sizeof(probe), 0);
-      const char* why =
-          n < 0 ? "the state file cannot be read" : CheckState(probe, static_cast<size_t>(n), uuid);
-      if (*why) {
-        if (AnyLockHeld(c.fd)) return StepAside(c, uuid, why);
-        Log(LogClass::kCard, true, "card=%s: %s and no process uses it, so the guard starts it afresh", uuid,
-            why);
-        repair = true;
-      }
+    const size_t size = static_cast<size_t>(st.st_size);
+    const bool fresh = size == 0;
+    const auto map = [&] {
+      void* m = mmap(nullptr, kStateFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, c.fd, 0);
+      return m == MAP_FAILED ? nullptr : static_cast<StateFile*>(m);
+    };
+    // Mapped only when the file holds a whole state: a page past its end would kill the program on access.
+    StateFile* file = nullptr;
+    const char* why = "";
+    if (!fresh && size < kStateFileBytes) {
+      why = "the state file is shorter than a state";
+    } else if (!fresh) {
+      file = map();
+      why = file ? CheckState(*file, size, uuid) : "the state file cannot be mapped";
     }
-    if ((fresh || repair) && ftruncate(c.fd, static_cast<off_t>(kStateFileBytes)) != 0)
-      return StepAside(c, uuid, "the state file cannot be sized");
-    void* map = mmap(nullptr, kStateFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, c.fd, 0);
-    if (map == MAP_FAILED) return StepAside(c, uuid, "the state file cannot be mapped");
-    c.file = static_cast<StateFile*>(map);
-    if (fresh || repair) InitState(*c.file, uuid);
+    if (*why) {
+      if (AnyLockHeld(c.fd)) {
+        if (file) munmap(file, kStateFileBytes);
+        return StepAside(c, uuid, why);
+      }
+      Log(LogClass::kCard, true, "card=%s: %s and no process uses it, so the guard starts it afresh", uuid,
+          why);
+    }
+    if (fresh || *why) {
+      if (ftruncate(c.fd, static_cast<off_t>(kStateFileBytes)) != 0 || (!file && !(file = map()))) {
+        if (file) munmap(file, kStateFileBytes);
+        return StepAside(c, uuid, "the state file cannot be sized or mapped");
+      }
+      InitState(*file, uuid);
+    }
+    c.file = file;
   }
   if (!Register(c, s)) return StepAside(c, uuid, "the state file has no free process or container slot");
   c.status.store(1);
@@ -608,11 +621,11 @@ bool LoadNvml() {
 bool MeasureUtil(int index, StateFile& f, uint32_t util[kMaxContainers], uint32_t& total) {
   nvmlDevice_t device = g_nvml_devices[index];
   if (!device) return false;
-  nvmlProcessUtilizationSample_t samples[256];
-  unsigned int count = 256;
+  nvmlProcessUtilizationSample_t samples[64];  // small: this runs on the program's own stack
+  unsigned int count = 64;
   const unsigned long long since = f.header.nvml_last_seen_us;
   if (g_nvml_process_util(device, samples, &count, since) != NVML_SUCCESS || count == 0) return false;
-  if (count > 256) count = 256;
+  if (count > 64) count = 64;
   uint64_t sum[kMaxContainers] = {};
   uint32_t n[kMaxContainers] = {};
   uint64_t all = 0;
@@ -654,12 +667,13 @@ bool MeasureUtil(int index, StateFile& f, uint32_t util[kMaxContainers], uint32_
 // what the card leaves idle) and drains it by the measured utilisation.
 void Refill(int index, CardHandle& c, uint64_t now) {
   StateFile& f = *c.file;
-  if (now - A(f.header.last_refill_ns).load() < kRefillNs) return;
+  // Another process may have refilled after `now` was read: last > now means not due.
+  if (A(f.header.last_refill_ns).load() + kRefillNs > now) return;
   if (!LoadNvml()) return;
   std::lock_guard<std::mutex> hold(*g_mutex);
   CardLock lock(c);
   const uint64_t last = f.header.last_refill_ns;
-  if (now - last < kRefillNs) return;
+  if (last + kRefillNs > now) return;
   uint64_t dt_us = last == 0 ? kRefillNs / 1000 : (now - last) / 1000;
   if (dt_us > kMaxRefillGapUs) dt_us = kMaxRefillGapUs;
   uint32_t util[kMaxContainers] = {};
@@ -667,7 +681,7 @@ void Refill(int index, CardHandle& c, uint64_t now) {
   const bool fresh = MeasureUtil(index, f, util, total);
   if (fresh) {
     f.header.last_sample_ns = now;
-  } else if (now - f.header.last_sample_ns < kStaleSampleNs) {  // NVML samples every ~1/6 s: it stands
+  } else if (f.header.last_sample_ns + kStaleSampleNs > now) {  // NVML samples every ~1/6 s: it stands
     total = f.header.card_util_percent;
     for (uint32_t i = 0; i < kMaxContainers; ++i) util[i] = f.containers[i].util_percent;
   }  // else no process ran on the card lately: 0
@@ -701,15 +715,17 @@ void BeforeLaunch() {
   ContainerRecord& r = f.containers[c->container];
   uint64_t now = NowNs();
   if (s.qos == QosLevel::kOffline) {
+    // Held while the last online launch is less than release_ns old (or stamped after `now` was read).
+    const auto recent = [&](uint64_t online) { return online != 0 && online + s.release_ns > now; };
     uint64_t online = A(f.header.online_last_launch_ns).load();
-    if (online != 0 && now - online < s.release_ns) {
+    if (recent(online)) {
       Log(LogClass::kHold, false, "card=%s: an offline launch waits while online work runs on the card",
           s.cards[index]);
       A(r.held_back).fetch_add(1);
       A(r.waiting).fetch_add(1);
       const uint64_t start = now;
-      while (online != 0 && now - online < s.release_ns) {
-        const uint64_t left = s.release_ns - (now - online);
+      while (recent(online)) {
+        const uint64_t left = online + s.release_ns - now;
         SleepNs(left < kWaitStepNs ? left : kWaitStepNs);
         now = NowNs();
         online = A(f.header.online_last_launch_ns).load();
@@ -756,6 +772,31 @@ void* HookFor(void* real) {
     if (g_real[i].load(std::memory_order_relaxed) == real) return g_hooks[i].hook;
   }
   return nullptr;
+}
+
+// cuGetProcAddress answered `symbol` with `found`: the hook of the same function. By address first; by name
+// when the driver answers with an address it does not export: the per-thread-stream form when asked for
+// (flag 2), the _v2 form from CUDA 3.2 on (12.0 for cuGetProcAddress itself), else the base name.
+void* HookForLookup(const char* symbol, void* found, int cuda_version, cuuint64_t flags) {
+  if (void* hook = HookFor(found)) return hook;
+  if (!symbol || strlen(symbol) > 64) return nullptr;
+  const bool v2 = strcmp(symbol, "cuGetProcAddress") == 0 ? cuda_version >= 12000 : cuda_version >= 3020;
+  for (const char* suffix : {(flags & 2) ? "_ptsz" : nullptr, v2 ? "_v2" : nullptr, ""}) {
+    if (!suffix) continue;
+    char name[80];
+    snprintf(name, sizeof(name), "%s%s", symbol, suffix);
+    for (const HookEntry& h : g_hooks) {
+      if (h.name && strcmp(h.name, name) == 0) return h.hook;
+    }
+  }
+  return nullptr;
+}
+
+CUresult SwapForHook(CUresult r, const char* symbol, void** pfn, int cuda_version, cuuint64_t flags) {
+  if (r == CUDA_SUCCESS && pfn && *pfn && GetSettings().active) {
+    if (void* hook = HookForLookup(symbol, *pfn, cuda_version, flags)) *pfn = hook;
+  }
+  return r;
 }
 
 // A fork's child owns none of its parent's slots or allocations.
@@ -971,22 +1012,14 @@ MGPU_GRAPH_LAUNCH(cuGraphLaunch_ptsz)
 MGPU_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags) {
   auto real = MGPU_REAL(cuGetProcAddress);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  const CUresult r = real(symbol, pfn, cuda_version, flags);
-  if (r == CUDA_SUCCESS && pfn && GetSettings().active) {
-    if (void* hook = HookFor(*pfn)) *pfn = hook;
-  }
-  return r;
+  return SwapForHook(real(symbol, pfn, cuda_version, flags), symbol, pfn, cuda_version, flags);
 }
 
 MGPU_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
                                          CUdriverProcAddressQueryResult* status) {
   auto real = MGPU_REAL(cuGetProcAddress_v2);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  const CUresult r = real(symbol, pfn, cuda_version, flags, status);
-  if (r == CUDA_SUCCESS && pfn && GetSettings().active) {
-    if (void* hook = HookFor(*pfn)) *pfn = hook;
-  }
-  return r;
+  return SwapForHook(real(symbol, pfn, cuda_version, flags, status), symbol, pfn, cuda_version, flags);
 }
 
 // dlsym: a lookup that finds one of the driver's hooked functions gets the hook instead. RTLD_NEXT lookups

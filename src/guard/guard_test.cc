@@ -222,6 +222,12 @@ TEST_F(GuardTest, CuGetProcAddressIsIntercepted) {
   }
 }
 
+TEST_F(GuardTest, CuGetProcAddressIsInterceptedByNameWhenTheDriverAnswersAnUnexportedAddress) {
+  auto o = Run({"path", "getproc", "alloc", "80", "alloc", "30", "free", "0", "alloc", "30", "info"},
+               {{"FAKE_CUDA_PROC_INTERNAL", "1"}});
+  EXPECT_EQ(o.lines, (Lines{"alloc 0", "alloc 2", "free 0", "alloc 0", "info 70 100 0"})) << o.err;
+}
+
 TEST_F(GuardTest, DlopenAndDlsymAreIntercepted) {
   auto o = Run({"path", "dlsym", "alloc", "80", "alloc", "30", "array", "10240", "1024", "info"});
   EXPECT_EQ(o.lines, (Lines{"alloc 0", "alloc 2", "array 2", "info 20 100 0"})) << o.err;

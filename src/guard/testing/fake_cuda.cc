@@ -207,8 +207,17 @@ FAKE_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cud
 
 namespace {
 
+// With FAKE_CUDA_PROC_INTERNAL set, cuGetProcAddress answers these with entry points the library does not
+// export (as a driver may), so only the guard's lookup by name can catch them.
+CUresult InternalMemAlloc(CUdeviceptr* dptr, size_t bytes) { return Take(bytes, dptr); }
+CUresult InternalMemFree(CUdeviceptr dptr) { return Give(dptr); }
+
 // Like the real driver: a base name answers its newest version (cuMemAlloc -> cuMemAlloc_v2 from 3.2 on).
 void* Lookup(const char* symbol, int cuda_version) {
+  if (getenv("FAKE_CUDA_PROC_INTERNAL") && cuda_version >= 3020) {
+    if (strcmp(symbol, "cuMemAlloc") == 0) return reinterpret_cast<void*>(&InternalMemAlloc);
+    if (strcmp(symbol, "cuMemFree") == 0) return reinterpret_cast<void*>(&InternalMemFree);
+  }
   static const std::unordered_map<std::string, void*> table = {
 #define F(name) {#name, reinterpret_cast<void*>(&name)}
       F(cuInit),
