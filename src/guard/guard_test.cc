@@ -215,6 +215,31 @@ TEST_F(GuardTest, ProcessesOfOneContainerShareTheCap) {
   EXPECT_EQ(Finish(first).lines, (Lines{"alloc 0", "info 40 100 0"}));
 }
 
+TEST_F(GuardTest, EachVisibleCardHasItsOwnCapAndOtherDevicesPassThrough) {
+  const std::string second = "GPU-ffffffff-0000-1111-2222-333344445555";
+  const std::string stranger = "GPU-eeeeeeee-0000-1111-2222-333344445555";
+  auto o = Run({"device", "1", "alloc", "100", "alloc", "1", "device", "0", "alloc", "100", "alloc", "1",
+                "device", "2", "alloc", "500", "info"},
+               {{"FAKE_CUDA_UUIDS", std::string(kCard) + "," + second + "," + stranger},
+                {"MGPU_VISIBLE_CARDS", std::string(kCard) + "," + second}});
+  EXPECT_EQ(o.lines, (Lines{"alloc 0", "alloc 2", "alloc 0", "alloc 2", "alloc 0", "info 300 1000 0"}))
+      << o.err;
+}
+
+TEST_F(GuardTest, TheLogSaysEachDecisionOncePerProcess) {
+  auto o = Run({"alloc", "100", "alloc", "1", "alloc", "1"}, {{"MGPU_GUARD_LOG", "1"}});
+  EXPECT_EQ(o.lines, (Lines{"alloc 0", "alloc 2", "alloc 2"}));
+  const auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = o.err.find(what); at != std::string::npos; at = o.err.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("guarding 1 card(s) for container token=container-a"), 1u) << o.err;
+  EXPECT_EQ(count("would pass the cap"), 1u) << o.err;
+  EXPECT_EQ(count("\n"), 2u) << o.err;
+  EXPECT_EQ(Run({"alloc", "100", "alloc", "1"}).err, "");  // silent unless asked
+}
+
 TEST_F(GuardTest, CuGetProcAddressIsIntercepted) {
   for (const char* path : {"getproc", "getproc2"}) {
     auto o = Run({"path", path, "alloc", "80", "alloc", "30", "create", "30", "info"});

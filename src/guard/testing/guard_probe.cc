@@ -7,6 +7,7 @@
 //   info       prints "info <free MiB> <total MiB>"
 //   launch|launch-ex|coop|graph <count>   prints "launched <count> <last CUresult>"
 //   launch-until <file>   launches until the file exists; prints "launched <count> <last CUresult>"
+//   device <n>  makes device n current (the fake driver's FAKE_CUDA_DEVICE)
 //   touch <file>, wait <file>   synchronise with the test
 //   die        exits at once, freeing nothing; kill: dies of SIGKILL
 #include <dlfcn.h>
@@ -241,6 +242,8 @@ int main(int argc, char** argv) {
         usleep(500);
       }
       printf("launched %llu %d\n", static_cast<unsigned long long>(n), r);
+    } else if (cmd == "device") {
+      setenv("FAKE_CUDA_DEVICE", arg(), 1);
     } else if (cmd == "touch") {
       FILE* f = fopen(arg(), "w");
       if (f) fclose(f);
