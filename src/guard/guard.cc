@@ -105,18 +105,40 @@ DlsymFn RealDlsym() {
 }
 
 // Every hooked entry point: its name and its hook. The real pointer is filled at first use.
-#define MGPU_GUARD_HOOKS(X)                                                                               \
-  X(cuMemAlloc)                                                                                           \
-  X(cuMemAlloc_v2)                                                                                        \
-  X(cuMemAllocPitch_v2)                                                                                   \
-  X(cuMemAllocManaged) X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync)              \
-      X(cuMemAllocFromPoolAsync_ptsz) X(cuMemCreate) X(cuArrayCreate_v2) X(cuArray3DCreate_v2)            \
-          X(cuMipmappedArrayCreate) X(cuMemFree) X(cuMemFree_v2) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) \
-              X(cuMemRelease) X(cuArrayDestroy) X(cuMipmappedArrayDestroy) X(cuMemGetInfo)                \
-                  X(cuMemGetInfo_v2) X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx)         \
-                      X(cuLaunchKernelEx_ptsz) X(cuLaunchCooperativeKernel)                               \
-                          X(cuLaunchCooperativeKernel_ptsz) X(cuGraphLaunch) X(cuGraphLaunch_ptsz)        \
-                              X(cuGetProcAddress) X(cuGetProcAddress_v2)
+// clang-format off
+#define MGPU_GUARD_HOOKS(X)         \
+  X(cuMemAlloc)                     \
+  X(cuMemAlloc_v2)                  \
+  X(cuMemAllocPitch_v2)             \
+  X(cuMemAllocManaged)              \
+  X(cuMemAllocAsync)                \
+  X(cuMemAllocAsync_ptsz)           \
+  X(cuMemAllocFromPoolAsync)        \
+  X(cuMemAllocFromPoolAsync_ptsz)   \
+  X(cuMemCreate)                    \
+  X(cuArrayCreate_v2)               \
+  X(cuArray3DCreate_v2)             \
+  X(cuMipmappedArrayCreate)         \
+  X(cuMemFree)                      \
+  X(cuMemFree_v2)                   \
+  X(cuMemFreeAsync)                 \
+  X(cuMemFreeAsync_ptsz)            \
+  X(cuMemRelease)                   \
+  X(cuArrayDestroy)                 \
+  X(cuMipmappedArrayDestroy)        \
+  X(cuMemGetInfo)                   \
+  X(cuMemGetInfo_v2)                \
+  X(cuLaunchKernel)                 \
+  X(cuLaunchKernel_ptsz)            \
+  X(cuLaunchKernelEx)               \
+  X(cuLaunchKernelEx_ptsz)          \
+  X(cuLaunchCooperativeKernel)      \
+  X(cuLaunchCooperativeKernel_ptsz) \
+  X(cuGraphLaunch)                  \
+  X(cuGraphLaunch_ptsz)             \
+  X(cuGetProcAddress)               \
+  X(cuGetProcAddress_v2)
+// clang-format on
 
 enum Hook : int {
 #define MGPU_ENUM(name) k_##name,
