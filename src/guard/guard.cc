@@ -64,6 +64,15 @@ std::atomic_ref<T> A(T& field) {
   return std::atomic_ref<T>(field);
 }
 
+// std::call_once never throws out of here (it could only on a failing pthread call): the guard does without.
+template <typename F>
+void Once(std::once_flag& flag, F f) {
+  try {
+    std::call_once(flag, f);
+  } catch (...) {
+  }
+}
+
 // ---- logging: one line per decision class per process, on stderr; no allocation.
 
 enum class LogClass { kStepAside, kAttached, kCard, kOom, kThrottle, kHold, kNvml, kCount };
@@ -165,7 +174,7 @@ void* g_driver = nullptr;
 std::once_flag g_driver_once;
 
 void LoadDriver() {
-  std::call_once(g_driver_once, [] {
+  Once(g_driver_once, [] {
     FillHooks();
     DlsymFn sym = RealDlsym();
     if (!sym) return;
@@ -285,7 +294,7 @@ const char* ReadSettings(Settings& s) {
 }
 
 const Settings& GetSettings() {
-  std::call_once(g_settings_once, [] {
+  Once(g_settings_once, [] {
     const char* log = getenv("MGPU_GUARD_LOG");
     g_log_enabled = log && *log && strcmp(log, "0") != 0;
     Settings s;
@@ -615,7 +624,7 @@ std::once_flag g_nvml_once;
 nvmlDevice_t g_nvml_devices[kMaxCards];
 
 bool LoadNvml() {
-  std::call_once(g_nvml_once, [] {
+  Once(g_nvml_once, [] {
     DlsymFn sym = RealDlsym();
     void* lib = sym ? dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL) : nullptr;
     auto init = lib ? reinterpret_cast<NvmlInitFn>(sym(lib, "nvmlInit_v2")) : nullptr;
