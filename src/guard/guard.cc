@@ -603,7 +603,14 @@ CUresult MemInfo(Size* free_bytes, Size* total_bytes, Call call) {
     CardHandle* c = card >= 0 ? CardAt(card) : nullptr;
     if (!c) return r;
     const uint64_t cap = g_settings.cap_bytes;
-    const uint64_t used = ContainerUsedBytes(*c->file, c->container);
+    uint64_t used = 0;
+    {
+      // What a dead process held is free: frameworks size their caches from this answer.
+      std::lock_guard<std::mutex> hold(*g_mutex);
+      CardLock lock(*c);
+      ReclaimDead(*c);
+      used = ContainerUsedBytes(*c->file, c->container);
+    }
     const uint64_t left = used < cap ? cap - used : 0;
     *free_bytes = static_cast<Size>(left < static_cast<uint64_t>(*free_bytes) ? left : *free_bytes);
     *total_bytes = static_cast<Size>(cap);

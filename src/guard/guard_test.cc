@@ -240,6 +240,14 @@ TEST_F(GuardTest, TheLogSaysEachDecisionOncePerProcess) {
   EXPECT_EQ(Run({"alloc", "100", "alloc", "1"}).err, "");  // silent unless asked
 }
 
+TEST_F(GuardTest, AForkedChildIsAProcessOfItsOwnInTheContainer) {
+  auto o = Run({"alloc", "60", "fork-alloc", "50", "fork-alloc", "40", "info", "alloc", "40", "info"});
+  // The second child's 40 MiB die with it: cuMemGetInfo and the next allocation see them free again.
+  EXPECT_EQ(o.lines,
+            (Lines{"alloc 0", "child alloc 2", "child alloc 0", "info 40 100 0", "alloc 0", "info 0 100 0"}))
+      << o.err;
+}
+
 TEST_F(GuardTest, CuGetProcAddressIsIntercepted) {
   for (const char* path : {"getproc", "getproc2"}) {
     auto o = Run({"path", path, "alloc", "80", "alloc", "30", "create", "30", "info"});

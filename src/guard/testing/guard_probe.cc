@@ -9,10 +9,12 @@
 //   launch-until <file>   launches until the file exists; prints "launched <count> <last CUresult>"
 //   device <n>  makes device n current (the fake driver's FAKE_CUDA_DEVICE)
 //   touch <file>, wait <file>   synchronise with the test
+//   fork-alloc <MiB>   a forked child (no exec) allocates, prints "child alloc <CUresult>" and exits unfreed
 //   die        exits at once, freeing nothing; kill: dies of SIGKILL
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -242,6 +244,17 @@ int main(int argc, char** argv) {
         usleep(500);
       }
       printf("launched %llu %d\n", static_cast<unsigned long long>(n), r);
+    } else if (cmd == "fork-alloc") {
+      const uint64_t bytes = num() << 20;
+      const pid_t child = fork();
+      if (child == 0) {
+        CUdeviceptr p = 0;
+        printf("child alloc %d\n", api.mem_alloc(&p, bytes));
+        fflush(stdout);
+        _exit(0);
+      }
+      int status = 0;
+      waitpid(child, &status, 0);
     } else if (cmd == "device") {
       setenv("FAKE_CUDA_DEVICE", arg(), 1);
     } else if (cmd == "touch") {
