@@ -379,6 +379,19 @@ TEST_F(GuardTest, FixedShareIsHeldToItsShareAloneOnTheCard) {
   EXPECT_EQ(Finish(busy).status, 0);
 }
 
+TEST_F(GuardTest, WhenNvmlShowsNoGuardedPidTheCardsTotalGoesToTheContainersThatLaunched) {
+  // As in a container whose pid namespace hides host pids: the one sample is another pid's.
+  SetUtil("999999 90\n");
+  auto busy = Start({"launch-until", Path("stop")}, {{"MGPU_COMPUTE_POLICY", "fixed-share"}});
+  ASSERT_TRUE(Eventually([&] {
+    auto c = Container("container-a");
+    return c && c->waiting == 1 && c->throttled >= 1 && c->util_percent == 90;
+  }));
+  SetUtil("");
+  Touch("stop");
+  EXPECT_EQ(Finish(busy).status, 0);
+}
+
 TEST_F(GuardTest, GuaranteedShareUsesIdleComputeAndNativeIsNeverThrottled) {
   Touch("stop-now");
   for (const char* policy : {"guaranteed-burst-share", "native-burst-share"}) {
