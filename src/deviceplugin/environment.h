@@ -1,5 +1,6 @@
 // What a container is handed for one resource's Allocate (DESIGN §6): environment and mounts derived only
-// from the allocation (cards and per-card amount) and node config. Pure.
+// from the allocation (cards and per-card amount) and node config, plus, with the mgpu backend, a fresh
+// random container token (below). No I/O.
 //
 // The kubelet calls Allocate once per resource and merges the responses (the first value of a variable wins,
 // conflicts are only logged), so each resource sets only what its own IDs determine, and the variables two
