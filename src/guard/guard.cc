@@ -99,7 +99,7 @@ void Log(LogClass cls, bool always, const char* format, ...) {
 
 // ---- the real dlsym and the real driver
 
-using DlsymFn = void* (*)(void*, const char*);
+using DlsymFn = void* (*)(void*, const char*) noexcept;  // noexcept: lets dlsym tail-call it
 
 DlsymFn RealDlsym() {
   static std::atomic<DlsymFn> real{nullptr};
@@ -1060,13 +1060,11 @@ MGPU_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cud
   return SwapForHook(real(symbol, pfn, cuda_version, flags, status), symbol, pfn, cuda_version, flags);
 }
 
-// dlsym: a lookup that finds one of the driver's hooked functions gets the hook instead. RTLD_NEXT lookups
-// are answered by the real dlsym as a tail call, so that "next" stays relative to the caller.
-// The driver is loaded for this only when the symbol found is the driver's: other programs never get it.
-MGPU_EXPORT void* dlsym(void* handle, const char* name) noexcept {
-  DlsymFn real = RealDlsym();
-  if (!real) return nullptr;
-  if (handle == RTLD_NEXT || name[0] != 'c' || name[1] != 'u') return real(handle, name);
+namespace mgpu::guard {
+namespace {
+// A "cu..." lookup: the hook when what the real dlsym found is one of the driver's hooked functions. The
+// driver is loaded for this only when the symbol found is the driver's: other programs never get it.
+__attribute__((noinline)) void* DlsymDriver(DlsymFn real, void* handle, const char* name) noexcept {
   void* found = real(handle, name);
   if (!found || !GetSettings().active) return found;
   Dl_info info{};
@@ -1074,6 +1072,19 @@ MGPU_EXPORT void* dlsym(void* handle, const char* name) noexcept {
   LoadDriver();
   if (void* hook = HookFor(found)) return hook;
   return found;
+}
+}  // namespace
+}  // namespace mgpu::guard
+
+// dlsym: a lookup that finds one of the driver's hooked functions gets the hook instead. Every other lookup
+// is a tail call of the real dlsym (the guard is always built with sibling-call optimisation, and DlsymFn is
+// noexcept so that nothing stands after the call), so that the caller it sees, which RTLD_NEXT is relative
+// to, is the program's.
+MGPU_EXPORT void* dlsym(void* handle, const char* name) noexcept {
+  const DlsymFn real = RealDlsym();
+  if (!real) return nullptr;
+  if (handle != RTLD_NEXT && name[0] == 'c' && name[1] == 'u') return DlsymDriver(real, handle, name);
+  return real(handle, name);
 }
 
 namespace mgpu::guard {

@@ -261,6 +261,11 @@ TEST_F(GuardTest, CuGetProcAddressIsInterceptedByNameWhenTheDriverAnswersAnUnexp
   EXPECT_EQ(o.lines, (Lines{"alloc 0", "alloc 2", "free 0", "alloc 0", "info 70 100 0"})) << o.err;
 }
 
+TEST_F(GuardTest, DlsymWithRtldNextStaysRelativeToItsCaller) {
+  EXPECT_EQ(Run({"layers"}, {{"LD_PRELOAD", ""}}).lines, (Lines{"layers 11"}));  // without the guard
+  EXPECT_EQ(Run({"layers", "alloc", "1"}).lines, (Lines{"layers 11", "alloc 0"}));
+}
+
 TEST_F(GuardTest, DlopenAndDlsymAreIntercepted) {
   auto o = Run({"path", "dlsym", "alloc", "80", "alloc", "30", "array", "10240", "1024", "info"});
   EXPECT_EQ(o.lines, (Lines{"alloc 0", "alloc 2", "array 2", "info 20 100 0"})) << o.err;

@@ -8,6 +8,7 @@
 //   launch|launch-ex|coop|graph <count>   prints "launched <count> <last CUresult>"
 //   launch-until <file>   launches until the file exists; prints "launched <count> <last CUresult>"
 //   device <n>  makes device n current (the fake driver's FAKE_CUDA_DEVICE)
+//   layers      prints "layers <n>": what two libraries stacked by dlsym(RTLD_NEXT) answer (11 when right)
 //   touch <file>, wait <file>   synchronise with the test
 //   fork-alloc <MiB>   a forked child (no exec) allocates, prints "child alloc <CUresult>" and exits unfreed
 //   die        exits at once, freeing nothing; kill: dies of SIGKILL
@@ -51,6 +52,7 @@ CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, uns
 CUresult cuGraphLaunch(CUgraphExec, CUstream);
 CUresult cuGetProcAddress(const char*, void**, int, cuuint64_t);
 CUresult cuGetProcAddress_v2(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+int mgpu_test_layers();
 }
 
 namespace {
@@ -255,6 +257,8 @@ int main(int argc, char** argv) {
       }
       int status = 0;
       waitpid(child, &status, 0);
+    } else if (cmd == "layers") {
+      printf("layers %d\n", mgpu_test_layers());
     } else if (cmd == "device") {
       setenv("FAKE_CUDA_DEVICE", arg(), 1);
     } else if (cmd == "touch") {
