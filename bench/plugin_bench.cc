@@ -99,6 +99,7 @@ class Node {
     config_.device_plugin.device_plugin_dir = dir_.path() + "/dp";
     config_.device_plugin.pod_resources_socket = dir_.path() + "/pod-resources.sock";
     config_.device_plugin.metrics_address = "";
+    config_.isolation.backend = IsolationBackend::kNone;  // no GPU to isolate
     if (!api_.Get("nodes", "", kNodeName)) (void)api_.Create("nodes", {{"metadata", {{"name", kNodeName}}}});
     kubelet_ = std::make_unique<test::FakeKubelet>(config_.device_plugin.device_plugin_dir,
                                                    config_.device_plugin.pod_resources_socket);

@@ -1,12 +1,14 @@
 # mgpu-device-plugin: built on Debian 12 by the repository's own set-up script, run on Debian 12 with the
 # runtime libraries only. NVML is not in the image: the NVIDIA container toolkit mounts the host driver's
 # libnvidia-ml.so.1 (NVIDIA_DRIVER_CAPABILITIES=utility), which the plugin loads at run time. It runs as root:
-# it serves sockets in the kubelet's /var/lib/kubelet/device-plugins. From the repository root:
+# it serves sockets in the kubelet's /var/lib/kubelet/device-plugins. The image also carries libmgpu-guard.so,
+# which the plugin installs on the node (isolation.guardLibrarySource -> guardLibraryPath) for containers to
+# preload. From the repository root:
 #   docker build -f deploy/docker/device-plugin.Dockerfile -t mgpu/mgpu-device-plugin:0.1.0 .
 FROM debian:12 AS build
 WORKDIR /src
 COPY . .
-RUN MGPU_BUILD_DIR=/build bash scripts/setup.sh mgpu-device-plugin
+RUN MGPU_BUILD_DIR=/build bash scripts/setup.sh mgpu-device-plugin mgpu-guard
 
 FROM debian:12-slim
 RUN apt-get update \
@@ -15,6 +17,7 @@ RUN apt-get update \
       libcpp-httplib0.11 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /build/src/deviceplugin/mgpu-device-plugin /usr/local/bin/mgpu-device-plugin
+COPY --from=build /build/src/guard/libmgpu-guard.so /usr/local/lib/mgpu/libmgpu-guard.so
 ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=utility
 EXPOSE 9400
 ENTRYPOINT ["/usr/local/bin/mgpu-device-plugin"]

@@ -130,6 +130,28 @@ class MapReader {
   std::set<std::string> known_;
 };
 
+// The mgpu backend's paths end up in containers' mounts and in /etc/ld.so.preload: absolute, one line.
+std::string CheckIsolation(const IsolationConfig& iso) {
+  if (iso.backend != IsolationBackend::kMgpu) return "";
+  const auto bad = [](const std::string& path) {
+    return path.empty() || path[0] != '/' || path.find_first_of("\n\r :") != std::string::npos ||
+           path.back() == '/';
+  };
+  for (const auto& [key, path] :
+       {std::pair<const char*, const std::string&>{"guardLibraryPath", iso.guard_library_path},
+        {"guardStateDirectory", iso.guard_state_directory}}) {
+    if (bad(path))
+      return std::string("isolation.") + key +
+             " must be an absolute path with no spaces or colons and no trailing "
+             "slash, got \"" +
+             path + "\"";
+  }
+  if (!iso.guard_library_source.empty() && iso.guard_library_source[0] != '/')
+    return "isolation.guardLibrarySource must be an absolute path or empty, got \"" +
+           iso.guard_library_source + "\"";
+  return "";
+}
+
 }  // namespace
 
 Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) {
@@ -151,9 +173,12 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
   r.Enum("cardPolicy", c.default_card_policy, ParseCardPolicy, "binpack, spread, fragmentation");
   r.Enum("nodePolicy", c.default_node_policy, ParseNodePolicy, "binpack, spread, fragmentation");
   r.Map("isolation", [&](MapReader& m) {
-    m.Enum("backend", c.isolation.backend, ParseIsolationBackend, "none, hami-core, mps");
+    m.Enum("backend", c.isolation.backend, ParseIsolationBackend, "mgpu, none, hami-core, mps");
     m.String("hamiLibraryPath", c.isolation.hami_library_path);
     m.String("mpsPipeDirectory", c.isolation.mps_pipe_directory);
+    m.String("guardLibraryPath", c.isolation.guard_library_path);
+    m.String("guardStateDirectory", c.isolation.guard_state_directory);
+    m.String("guardLibrarySource", c.isolation.guard_library_source);
   });
   r.Map("devicePlugin", [&](MapReader& m) {
     auto& p = c.device_plugin;
@@ -190,6 +215,7 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
       c.device_plugin.static_inventory_file.empty()) {
     error = "devicePlugin.staticInventoryFile is required when devicePlugin.gpuBackend is static";
   }
+  if (error.empty()) error = CheckIsolation(c.isolation);
   if (!error.empty()) return Error{std::string(source) + ": " + error};
   return c;
 }

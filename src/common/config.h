@@ -34,9 +34,15 @@ struct ResourceNames {
 inline constexpr std::string_view kQosLevelAnnotation = "katalyst.kubewharf.io/qos_level";
 
 struct IsolationConfig {
-  IsolationBackend backend = IsolationBackend::kNone;
+  IsolationBackend backend = IsolationBackend::kMgpu;
   std::string hami_library_path = "/usr/local/vgpu/libvgpu.so";  // host path of libvgpu.so
   std::string mps_pipe_directory = "/tmp/nvidia-mps";            // host path of the MPS pipe directory
+  // mgpu: host path of libmgpu-guard.so (the ld.so.preload that names it lies beside it), the host folder of
+  // the per-card state directories, and the library in the plugin's image that the plugin installs at
+  // guard_library_path when it starts (empty: the operator installs it).
+  std::string guard_library_path = "/var/lib/mgpu/lib/libmgpu-guard.so";
+  std::string guard_state_directory = "/var/lib/mgpu/cards";
+  std::string guard_library_source = "/usr/local/lib/mgpu/libmgpu-guard.so";
 };
 
 struct DevicePluginConfig {
@@ -47,7 +53,7 @@ struct DevicePluginConfig {
   std::string static_inventory_file;  // YAML list of cards, for gpu_backend: static
   std::string metrics_address = "0.0.0.0:9400";
   int pod_resources_poll_ms = 1000;
-  int pending_pod_wait_ms = 5000;  // bounded wait for the pod a kubelet call belongs to
+  int pending_pod_wait_ms = 5000;   // bounded wait for the pod a kubelet call belongs to
   int node_heartbeat_seconds = 60;  // how often the node's inventory annotation is refreshed
 };
 

@@ -15,7 +15,9 @@ TEST(Config, EmptyFileGivesDefaults) {
   EXPECT_EQ(c->default_compute_policy, ComputePolicy::kFixedShare);
   EXPECT_EQ(c->default_card_policy, CardPolicy::kFragmentation);
   EXPECT_EQ(c->default_node_policy, NodePolicy::kFragmentation);
-  EXPECT_EQ(c->isolation.backend, IsolationBackend::kNone);
+  EXPECT_EQ(c->isolation.backend, IsolationBackend::kMgpu);
+  EXPECT_EQ(c->isolation.guard_library_path, "/var/lib/mgpu/lib/libmgpu-guard.so");
+  EXPECT_EQ(c->isolation.guard_state_directory, "/var/lib/mgpu/cards");
   EXPECT_EQ(c->extender.assignment_ttl_seconds, 300);
   EXPECT_EQ(c->device_plugin.device_plugin_dir, "/var/lib/kubelet/device-plugins");
 }
@@ -29,7 +31,8 @@ minCorePercent: 10
 defaultComputePolicy: guaranteed-burst-share
 cardPolicy: spread
 nodePolicy: spread
-isolation: {backend: hami-core, hamiLibraryPath: /opt/vgpu/libvgpu.so, mpsPipeDirectory: /run/mps}
+isolation: {backend: hami-core, hamiLibraryPath: /opt/vgpu/libvgpu.so, mpsPipeDirectory: /run/mps,
+            guardLibraryPath: /opt/mgpu/libmgpu-guard.so, guardStateDirectory: /run/mgpu, guardLibrarySource: ""}
 devicePlugin:
   nodeName: node-a
   devicePluginDir: /tmp/dp
@@ -65,6 +68,9 @@ extender:
   EXPECT_EQ(c->isolation.backend, IsolationBackend::kHamiCore);
   EXPECT_EQ(c->isolation.hami_library_path, "/opt/vgpu/libvgpu.so");
   EXPECT_EQ(c->isolation.mps_pipe_directory, "/run/mps");
+  EXPECT_EQ(c->isolation.guard_library_path, "/opt/mgpu/libmgpu-guard.so");
+  EXPECT_EQ(c->isolation.guard_state_directory, "/run/mgpu");
+  EXPECT_EQ(c->isolation.guard_library_source, "");
   EXPECT_EQ(c->device_plugin.node_name, "node-a");
   EXPECT_EQ(c->device_plugin.gpu_backend, "static");
   EXPECT_EQ(c->device_plugin.static_inventory_file, "/etc/mgpu/cards.yaml");
@@ -102,7 +108,16 @@ TEST(Config, RejectsBadValuesWithTheirPath) {
       "config: defaultComputePolicy must be one of fixed-share, guaranteed-burst-share, native-burst-share, "
       "got \"best\"");
   EXPECT_EQ(ParseConfig("isolation: {backend: gvisor}").message(),
-            "config: isolation.backend must be one of none, hami-core, mps, got \"gvisor\"");
+            "config: isolation.backend must be one of mgpu, none, hami-core, mps, got \"gvisor\"");
+  EXPECT_EQ(ParseConfig("isolation: {guardStateDirectory: var/lib/mgpu}").message(),
+            "config: isolation.guardStateDirectory must be an absolute path with no spaces or colons and no "
+            "trailing slash, got \"var/lib/mgpu\"");
+  EXPECT_EQ(ParseConfig("isolation: {guardLibraryPath: '/a b/libmgpu-guard.so'}").message(),
+            "config: isolation.guardLibraryPath must be an absolute path with no spaces or colons and no "
+            "trailing slash, got \"/a b/libmgpu-guard.so\"");
+  EXPECT_EQ(ParseConfig("isolation: {guardLibrarySource: lib.so}").message(),
+            "config: isolation.guardLibrarySource must be an absolute path or empty, got \"lib.so\"");
+  EXPECT_TRUE(ParseConfig("isolation: {backend: none, guardStateDirectory: relative}").ok());
   EXPECT_EQ(ParseConfig("extender: {leaderElection: maybe}").message(),
             "config: extender.leaderElection must be true or false, got \"maybe\"");
   EXPECT_EQ(ParseConfig("extender: 3").message(), "config: extender must be a mapping");

@@ -24,10 +24,11 @@ constexpr std::array<std::pair<NodePolicy, std::string_view>, 3> kNodePolicies{{
     {NodePolicy::kSpread, "spread"},
     {NodePolicy::kFragmentation, "fragmentation"},
 }};
-constexpr std::array<std::pair<IsolationBackend, std::string_view>, 3> kIsolationBackends{{
+constexpr std::array<std::pair<IsolationBackend, std::string_view>, 4> kIsolationBackends{{
     {IsolationBackend::kNone, "none"},
     {IsolationBackend::kHamiCore, "hami-core"},
     {IsolationBackend::kMps, "mps"},
+    {IsolationBackend::kMgpu, "mgpu"},
 }};
 
 template <typename E, size_t N>

@@ -17,7 +17,7 @@ enum class Qos { kOnline, kOffline };
 enum class CardPolicy { kBinpack, kSpread, kFragmentation };
 // How nodes are scored.
 enum class NodePolicy { kBinpack, kSpread, kFragmentation };
-enum class IsolationBackend { kNone, kHamiCore, kMps };
+enum class IsolationBackend { kNone, kHamiCore, kMps, kMgpu };
 
 std::string_view Name(ComputePolicy policy);
 std::string_view Name(Qos qos);

@@ -2,30 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "deviceplugin/device_list.h"
-#include "deviceplugin/environment.h"
+#include "deviceplugin/isolation_setup.h"
 
 namespace mgpu::dp {
 namespace {
 
 constexpr const char* kVersion = MGPU_VERSION;
-
-// hami-core containers mount this file as /etc/ld.so.preload: it must exist and name the library.
-Status EnsureHamiPreload(const IsolationConfig& isolation) {
-  const std::string path = HamiPreloadHostPath(isolation);
-  const std::string want = HamiPreloadContent(isolation);
-  std::ifstream in(path);
-  std::stringstream have;
-  if (in) have << in.rdbuf();
-  if (in && have.str() == want) return Status::Ok();
-  std::ofstream out(path, std::ios::trunc);
-  out << want;
-  if (!out.flush()) return Error{"cannot write " + path + ", the ld.so.preload hami-core containers mount"};
-  return Status::Ok();
-}
 
 }  // namespace
 
@@ -43,9 +26,7 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   std::vector<Card> cards;
   for (const GpuInfo& g : *gpus) cards.push_back(g.card);
   if (Status s = CheckListAndWatchSize(cards, config_); !s.ok()) return s;
-  if (config_.isolation.backend == IsolationBackend::kHamiCore) {
-    if (Status s = EnsureHamiPreload(config_.isolation); !s.ok()) return s;
-  }
+  if (Status s = PrepareIsolation(config_.isolation, cards); !s.ok()) return s;
   kube::ClientOptions options;
   options.user_agent = "mgpu-device-plugin";
   options.request_timeout = std::chrono::seconds(10);  // bounds what a refused kubelet call waits on
@@ -74,7 +55,9 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   if (!config_.device_plugin.metrics_address.empty()) {
     metrics_ = std::make_unique<MetricsServer>(
         [this] {
-          MetricsSnapshot s{node_, state_->Cards(), pod_resources_->Latest(), {}};
+          MetricsSnapshot s{node_, state_->Cards(), pod_resources_->Latest(), {}, {}};
+          if (config_.isolation.backend == IsolationBackend::kMgpu)
+            s.guard = ReadGuardStates(config_.isolation.guard_state_directory, s.cards);
           for (Resource r : kAllResources)
             s.calls.emplace_back(FullName(r, config_.Names()), plugin_->Counts(r));
           return s;

@@ -1,16 +1,35 @@
 #include "deviceplugin/environment.h"
 
+#include <cstdio>
 #include <filesystem>
+#include <random>
 
 namespace mgpu::dp {
+namespace {
 
-std::string HamiPreloadHostPath(const IsolationConfig& isolation) {
-  return (std::filesystem::path(isolation.hami_library_path).parent_path() / "ld.so.preload").string();
+std::string NewContainerToken() {
+  std::random_device entropy;
+  std::string token;
+  for (int i = 0; i < 4; ++i) {
+    char part[9];
+    std::snprintf(part, sizeof(part), "%08x", entropy());
+    token += part;
+  }
+  return token;
 }
 
-std::string HamiPreloadContent(const IsolationConfig& isolation) {
-  return isolation.hami_library_path + "\n";
+void AddPreload(const std::string& library, std::vector<ContainerMount>& mounts) {
+  mounts.push_back({library, library, true});
+  mounts.push_back({"/etc/ld.so.preload", PreloadHostPath(library), true});
 }
+
+}  // namespace
+
+std::string PreloadHostPath(const std::string& library_path) {
+  return (std::filesystem::path(library_path).parent_path() / "ld.so.preload").string();
+}
+
+std::string PreloadContent(const std::string& library_path) { return library_path + "\n"; }
 
 ContainerEnvironment BuildEnvironment(const ResourceAllocation& allocation, const IsolationConfig& isolation,
                                       ComputePolicy compute_policy) {
@@ -41,8 +60,17 @@ ContainerEnvironment BuildEnvironment(const ResourceAllocation& allocation, cons
         for (size_t i = 0; i < allocation.cards.size(); ++i)
           env["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i)] = amount + "m";
       }
-      out.mounts.push_back({isolation.hami_library_path, isolation.hami_library_path, true});
-      out.mounts.push_back({"/etc/ld.so.preload", HamiPreloadHostPath(isolation), true});
+      AddPreload(isolation.hami_library_path, out.mounts);
+      break;
+    case IsolationBackend::kMgpu:
+      // The guard reads the variables above; the state of each card is shared by every container on it.
+      env["MGPU_GUARD_STATE_DIR"] = isolation.guard_state_directory;
+      if (!core) env["MGPU_CONTAINER_TOKEN"] = NewContainerToken();
+      AddPreload(isolation.guard_library_path, out.mounts);
+      for (const Card& c : allocation.cards) {
+        const std::string dir = isolation.guard_state_directory + "/" + c.uuid;
+        out.mounts.push_back({dir, dir, false});
+      }
       break;
     case IsolationBackend::kMps:
       if (core) {

@@ -8,7 +8,77 @@
 #include "common/metrics_text.h"
 
 namespace mgpu::dp {
-namespace {}  // namespace
+namespace {
+
+void RenderGuard(const MetricsSnapshot& s, std::ostringstream& out) {
+  if (s.guard.empty()) return;
+  const auto family = [&](const char* name, const char* type, const char* help) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+  };
+  const auto card_labels = [&](const std::string& uuid) {
+    auto card = std::find_if(s.cards.begin(), s.cards.end(), [&](const Card& c) { return c.uuid == uuid; });
+    return "node=\"" + EscapeLabelValue(s.node) + "\",card=\"" +
+           (card == s.cards.end() ? std::string() : std::to_string(card->index)) + "\",uuid=\"" +
+           EscapeLabelValue(uuid) + "\"";
+  };
+  family("mgpu_guard_state_readable", "gauge",
+         "1 when the card's guard state file is valid, 0 when it is missing or corrupt (guards step aside).");
+  for (const GuardCardState& g : s.guard)
+    out << "mgpu_guard_state_readable{" << card_labels(g.uuid) << "} " << (g.readable ? 1 : 0) << '\n';
+  family("mgpu_guard_card_utilization_percent", "gauge",
+         "The card's SM utilisation the guards last measured (NVML).");
+  for (const GuardCardState& g : s.guard) {
+    if (g.readable)
+      out << "mgpu_guard_card_utilization_percent{" << card_labels(g.uuid) << "} " << g.state.util_percent
+          << '\n';
+  }
+  const auto per_container = [&](const char* name, const char* type, const char* help, auto field) {
+    family(name, type, help);
+    for (const GuardCardState& g : s.guard) {
+      for (const guard::ContainerSnapshot& c : g.state.containers) {
+        out << name << '{' << card_labels(g.uuid) << ",container=\"" << EscapeLabelValue(c.token)
+            << "\",qos=\"" << (c.qos == guard::QosLevel::kOffline ? "offline" : "online") << "\"} "
+            << field(c) << '\n';
+      }
+    }
+  };
+  using C = guard::ContainerSnapshot;
+  per_container("mgpu_guard_container_memory_used_bytes", "gauge",
+                "Device memory the container's live processes hold on the card.",
+                [](const C& c) { return c.used_bytes; });
+  per_container("mgpu_guard_container_memory_cap_bytes", "gauge", "The container's memory cap on the card.",
+                [](const C& c) { return c.cap_bytes; });
+  per_container("mgpu_guard_container_processes", "gauge", "The container's live processes using the card.",
+                [](const C& c) { return c.processes; });
+  per_container("mgpu_guard_container_utilization_percent", "gauge",
+                "The container's SM utilisation the guards last measured.",
+                [](const C& c) { return c.util_percent; });
+  per_container("mgpu_guard_container_launches_total", "counter", "Kernel launches the guard let through.",
+                [](const C& c) { return c.launches; });
+  per_container("mgpu_guard_container_launches_throttled_total", "counter",
+                "Kernel launches that waited for the container's compute share.",
+                [](const C& c) { return c.throttled; });
+  per_container("mgpu_guard_container_offline_held_back_total", "counter",
+                "Offline kernel launches held back while online work ran on the card.",
+                [](const C& c) { return c.held_back; });
+  per_container("mgpu_guard_container_offline_held_back_seconds_total", "counter",
+                "Time offline kernel launches spent held back.",
+                [](const C& c) { return static_cast<double>(c.held_ns) / 1e9; });
+}
+
+}  // namespace
+
+std::vector<GuardCardState> ReadGuardStates(const std::string& state_directory,
+                                            const std::vector<Card>& cards) {
+  std::vector<GuardCardState> out;
+  for (const Card& c : cards) {
+    GuardCardState g{c.uuid, false, {}};
+    std::string error;
+    g.readable = guard::ReadCardState(state_directory, c.uuid, g.state, error);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
 
 std::string RenderMetrics(const MetricsSnapshot& s) {
   std::ostringstream out;
@@ -60,6 +130,8 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
         << EscapeLabelValue(pod.substr(0, slash)) << "\",pod=\"" << EscapeLabelValue(pod.substr(slash + 1))
         << "\"} " << share << '\n';
   }
+
+  RenderGuard(s, out);
 
   const auto calls = [&](const char* name, const char* help, auto field) {
     family(name, "counter", help);

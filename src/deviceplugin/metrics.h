@@ -11,6 +11,7 @@
 #include "common/result.h"
 #include "deviceplugin/plugin.h"
 #include "deviceplugin/pod_resources.h"
+#include "guard/state.h"
 
 namespace httplib {
 class Server;
@@ -18,16 +19,30 @@ class Server;
 
 namespace mgpu::dp {
 
+// One card's guard state (isolation backend mgpu), as read from its state file.
+struct GuardCardState {
+  std::string uuid;
+  bool readable = false;
+  guard::CardSnapshot state;
+};
+
 struct MetricsSnapshot {
   std::string node;
   std::vector<Card> cards;
   AllocatedPods allocated;
   std::vector<std::pair<std::string, CallCounts>> calls;  // full resource name → counts
+  std::vector<GuardCardState> guard;                      // empty unless the backend is mgpu
 };
 
 // Per card: health, capacity, allocated core / reclaimed core / memory; per pod: GPU share
-// (sum over its cards of max(core/100, memory/card memory)); per resource: kubelet calls served.
+// (sum over its cards of max(core/100, memory/card memory)); per resource: kubelet calls served; with the
+// mgpu backend, per card and per guarded container (its MGPU_CONTAINER_TOKEN): memory used and cap, kernel
+// launches, launches throttled to the compute share, offline launches held back and the time they waited.
 std::string RenderMetrics(const MetricsSnapshot& snapshot);
+
+// Reads the guard state file of every card under `state_directory` (isolation.guardStateDirectory).
+std::vector<GuardCardState> ReadGuardStates(const std::string& state_directory,
+                                            const std::vector<Card>& cards);
 
 class MetricsServer {
  public:

@@ -45,7 +45,8 @@ TEST(Metrics, RendersCardsPodsAndCalls) {
   MetricsSnapshot s{"node-1",
                     {{0, "GPU-a", "A10", 16384, true}, {1, "GPU-b", "A10", 16384, false}},
                     ReadAllocatedPods(OnePod(), config),
-                    {{"mgpu.io/mgpu-core", CallCounts{3, 2, 1, 4, 0}}}};
+                    {{"mgpu.io/mgpu-core", CallCounts{3, 2, 1, 4, 0}}},
+                    {}};
   const std::string text = RenderMetrics(s);
   const std::string card_a = "{node=\"node-1\",card=\"0\",uuid=\"GPU-a\",model=\"A10\"}";
   const std::string card_b = "{node=\"node-1\",card=\"1\",uuid=\"GPU-b\",model=\"A10\"}";
@@ -63,11 +64,46 @@ TEST(Metrics, RendersCardsPodsAndCalls) {
   EXPECT_NE(text.find("# TYPE mgpu_plugin_allocate_total counter\n"), std::string::npos);
 }
 
+TEST(Metrics, RendersTheGuardStateOfEachCard) {
+  MetricsSnapshot s{
+      "node-1", {{0, "GPU-a", "A10", 16384, true}, {1, "GPU-b", "A10", 16384, true}}, {}, {}, {}};
+  guard::ContainerSnapshot online;
+  online.token = "tok1";
+  online.cap_bytes = 4ull << 30;
+  online.used_bytes = 1ull << 30;
+  online.processes = 2;
+  online.launches = 90;
+  online.throttled = 7;
+  guard::ContainerSnapshot offline;
+  offline.token = "tok2";
+  offline.qos = guard::QosLevel::kOffline;
+  offline.held_back = 3;
+  offline.held_ns = 1'500'000'000;
+  s.guard = {{"GPU-a", true, {"GPU-a", 80, {online, offline}}}, {"GPU-b", false, {}}};
+  const std::string text = RenderMetrics(s);
+  const std::string a = "node=\"node-1\",card=\"0\",uuid=\"GPU-a\"";
+  EXPECT_NE(text.find("mgpu_guard_state_readable{" + a + "} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("mgpu_guard_state_readable{node=\"node-1\",card=\"1\",uuid=\"GPU-b\"} 0\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("mgpu_guard_card_utilization_percent{" + a + "} 80\n"), std::string::npos);
+  const std::string tok1 = "{" + a + ",container=\"tok1\",qos=\"online\"} ";
+  const std::string tok2 = "{" + a + ",container=\"tok2\",qos=\"offline\"} ";
+  EXPECT_NE(text.find("mgpu_guard_container_memory_used_bytes" + tok1 + "1073741824\n"), std::string::npos);
+  EXPECT_NE(text.find("mgpu_guard_container_memory_cap_bytes" + tok1 + "4294967296\n"), std::string::npos);
+  EXPECT_NE(text.find("mgpu_guard_container_processes" + tok1 + "2\n"), std::string::npos);
+  EXPECT_NE(text.find("mgpu_guard_container_launches_throttled_total" + tok1 + "7\n"), std::string::npos);
+  EXPECT_NE(text.find("mgpu_guard_container_offline_held_back_total" + tok2 + "3\n"), std::string::npos);
+  EXPECT_NE(text.find("mgpu_guard_container_offline_held_back_seconds_total" + tok2 + "1.5\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("# TYPE mgpu_guard_container_launches_total counter\n"), std::string::npos);
+  EXPECT_EQ(RenderMetrics(MetricsSnapshot{"n", {}, {}, {}, {}}).find("mgpu_guard"), std::string::npos);
+}
+
 TEST(MetricsServer, ServesMetricsAndHealthz) {
   std::atomic<bool> healthy{false};
   MetricsServer server(
       [] {
-        return MetricsSnapshot{"n", {{0, "GPU-a", "A10", 1, true}}, {}, {}};
+        return MetricsSnapshot{"n", {{0, "GPU-a", "A10", 1, true}}, {}, {}, {}};
       },
       [&] { return healthy.load(); });
   ASSERT_TRUE(server.Start("127.0.0.1:0").ok());

@@ -77,6 +77,7 @@ struct Node {
     std::filesystem::create_directory(dir.path() + "/dp");
     config.device_plugin.device_plugin_dir = dir.path() + "/dp";
     config.device_plugin.pod_resources_socket = dir.path() + "/pod-resources.sock";
+    config.isolation.backend = IsolationBackend::kNone;  // the guard's set-up: isolation_setup_test.cc
     this->config = std::move(config);
     kubelet = std::make_unique<test::FakeKubelet>(this->config.device_plugin.device_plugin_dir,
                                                   this->config.device_plugin.pod_resources_socket);

@@ -253,6 +253,12 @@ TEST_P(IsolationTest, MergedEnvironmentOfTheBackend) {
       want["CUDA_MPS_PIPE_DIRECTORY"] = "/run/nvidia-mps";
       mounts = 1;
       break;
+    case IsolationBackend::kMgpu:
+      want["MGPU_GUARD_STATE_DIR"] = config_.isolation.guard_state_directory;
+      want["MGPU_CONTAINER_TOKEN"] = a->envs["MGPU_CONTAINER_TOKEN"];  // random, from mgpu-memory alone
+      EXPECT_EQ(want["MGPU_CONTAINER_TOKEN"].size(), 32u);
+      mounts = 4;  // the guard, ld.so.preload, the state directory of each of the two cards
+      break;
   }
   EXPECT_EQ(a->envs, want);
   ASSERT_EQ(a->mounts.size(), mounts);
@@ -265,11 +271,12 @@ TEST_P(IsolationTest, MergedEnvironmentOfTheBackend) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, IsolationTest,
                          ::testing::Values(IsolationBackend::kNone, IsolationBackend::kHamiCore,
-                                           IsolationBackend::kMps),
+                                           IsolationBackend::kMps, IsolationBackend::kMgpu),
                          [](const auto& info) {
                            return std::string(info.param == IsolationBackend::kNone       ? "None"
                                               : info.param == IsolationBackend::kHamiCore ? "HamiCore"
-                                                                                          : "Mps");
+                                              : info.param == IsolationBackend::kMps      ? "Mps"
+                                                                                          : "Mgpu");
                          });
 
 TEST_F(PluginTest, HealthChangesStreamToEveryResource) {

@@ -96,6 +96,7 @@ Status LocalCluster::Start() {
     auto parts = std::make_unique<NodeParts>();
     parts->spec = spec;
     parts->config = options_.config;
+    parts->config.isolation.backend = IsolationBackend::kNone;  // a simulated node has no GPU to isolate
     const std::string dir = options_.work_dir + "/" + spec.name;
     std::error_code ec;
     std::filesystem::create_directories(dir + "/device-plugins", ec);
