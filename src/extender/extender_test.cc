@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/manifest.h"
 #include "extender/decisions.h"
 #include "extender/server.h"
 #include "extender/test_objects.h"
@@ -149,6 +150,73 @@ TEST_F(ExtenderTest, PreemptKeepsOnlyNodesWhereTheVictimsFreeACard) {
 
 TEST_F(ExtenderTest, BindWithoutClientIsAnErrorNotACrash) {
   EXPECT_FALSE(extender_.Bind(BindArgs{"p", "default", "u", "empty"}).empty());
+}
+
+// kube-scheduler formats an extender's reasons as a format string (schedule_one.go): a verb there garbles
+// the text in `kubectl describe pod`. Whatever the extender can say must read the same through printf.
+bool SafeAsFormat(const std::string& text) {
+  char out[4096];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-security"
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+  std::snprintf(out, sizeof out, text.c_str());
+#pragma GCC diagnostic pop
+  return text.find('%') == std::string::npos && text.substr(0, sizeof out - 1) == out;
+}
+
+TEST_F(ExtenderTest, NoReasonIsAFormatString) {
+  std::vector<std::string> reasons;
+  // Filter: every node problem and every card refusal, for online, offline, multi-card and whole-card pods.
+  nlohmann::json bad = Node("bad", 1);
+  bad["metadata"]["annotations"][names_.gpu_inventory] = "{not json";
+  cache_.UpsertNode(bad);
+  Config other_unit;
+  other_unit.memory_unit_mib = 16;
+  NodeInventory inventory;
+  inventory.cards.push_back(Card{0, "u-gpu0", "Test GPU", 16384, false});
+  inventory.memory_unit_mib = 16;
+  cache_.UpsertNode({{"metadata", {{"name", "unit"}, {"annotations", {{names_.gpu_inventory, EncodeInventory(inventory)}}}}}});
+  nlohmann::json offline = Pod("off", 0, 2000);
+  offline["spec"]["containers"][0]["resources"]["limits"] = {{names_.reclaimed_core, "40"}, {names_.memory, "20000"}};
+  nlohmann::json whole = Pod("whole", 200, 30000);
+  nlohmann::json spread = Pod("spread", 100, 2000);
+  spread["metadata"]["annotations"][names_.gpu_count] = "2";
+  for (const nlohmann::json& pod : {Pod("p", 30, 40000), Pod("q", 90, 1000), offline, whole, spread}) {
+    const FilterResult r = extender_.Filter(Args(pod, {"full", "empty", "half", "bad", "unit", "cpu-only"}));
+    for (const auto& [node, reason] : r.failed) reasons.push_back(reason);
+  }
+  // Rule violations: every bad request of the seeds.
+  const std::string seeds = std::string(MGPU_SHARED_DIR) + "/fixtures/seed-scenarios/bad-requests.yaml";
+  std::ifstream in(seeds);
+  std::stringstream text;
+  text << in.rdbuf();
+  Result<std::vector<ManifestPod>> pods = PodsOfManifests(text.str());
+  ASSERT_TRUE(pods.ok());
+  Config volcengine;
+  volcengine.resource_domain = "vke.volcengine.com";
+  ClusterCache cache(volcengine);
+  Extender extender(cache, nullptr, nullptr, metrics_);
+  for (const ManifestPod& m : *pods)
+    for (const auto& [node, reason] : extender.Filter(Args(m.pod, {"n"})).unresolvable) reasons.push_back(reason);
+  // Bind: the guard's wait, a node without inventory, no client, not the leader.
+  cache_.UpsertPod(Placed(Pod("a", 20, 2000), "empty", names_.gpu_assignment, OneCard("empty-gpu0", 20, 2000), 1));
+  cache_.UpsertPod(Placed(Pod("b", 60, 3000), "empty", names_.gpu_allocated, OneCard("empty-gpu1", 60, 3000)));
+  const auto now = std::chrono::steady_clock::now();
+  Result<Assignment> wait = cache_.Reserve("empty", ParsePodRequest(Pod("c", 90, 2000), Config()).value(), "uid-c",
+                                           2, nullptr, now);
+  ASSERT_FALSE(wait.ok());
+  reasons.push_back(wait.message());
+  reasons.push_back(cache_.Reserve("cpu-only", ParsePodRequest(Pod("c", 10, 10), Config()).value(), "uid-c", 2,
+                                   nullptr, now)
+                        .message());
+  reasons.push_back(extender_.Bind(BindArgs{"p", "default", "u", "empty"}));
+  Extender follower(cache_, nullptr, nullptr, metrics_, [] { return false; });
+  reasons.push_back(follower.Bind(BindArgs{"p", "default", "u", "empty"}));
+  ASSERT_GT(reasons.size(), 30u);
+  for (const std::string& reason : reasons) {
+    EXPECT_FALSE(reason.empty());
+    EXPECT_TRUE(SafeAsFormat(reason)) << reason;
+  }
 }
 
 class ServerTest : public ExtenderTest {

@@ -83,10 +83,12 @@ TEST_F(ExtenderIntegration, BindRecordsCardsBindsAndReportsAnEvent) {
   EXPECT_EQ(*a, OneCard("n1-gpu0", 30, 4096));
   EXPECT_TRUE(pod["metadata"]["annotations"].contains(names_.gpu_assume_time));
   EXPECT_EQ(daemon->cache().Snapshot()->Find("n1")->state.cards[0].usage.core, 30);
-  bool event = false;
-  for (const json& e : api_.List("events", "default"))
-    event |= e["reason"] == "GPUAssigned" && e["involvedObject"]["name"] == "p";
-  EXPECT_TRUE(event);
+  // The event is posted off the bind's path.
+  EXPECT_TRUE(WaitUntil([&] {
+    for (const json& e : api_.List("events", "default"))
+      if (e["reason"] == "GPUAssigned" && e["involvedObject"]["name"] == "p") return true;
+    return false;
+  }));
   // A pod the API server does not know is a scheduling error, not a crash.
   EXPECT_NE(
       Post(*daemon, "/bind",
@@ -95,6 +97,51 @@ TEST_F(ExtenderIntegration, BindRecordsCardsBindsAndReportsAnEvent) {
   EXPECT_NE(
       Post(*daemon, "/bind", {{"PodName", "ghost"}, {"PodNamespace", "default"}, {"Node", "n1"}})["Error"],
       "");
+}
+
+// Bind after filter is two API calls: the annotation PATCH (conditional on the resourceVersion filter saw)
+// and the Binding; a 409 on the PATCH (the scheduler's own status write, say) reads the pod again and
+// retries.
+TEST_F(ExtenderIntegration, BindIsTwoCallsAndRetriesAConflict) {
+  ASSERT_TRUE(api_.Create("nodes", Node("n1", 2)).ok());
+  ASSERT_TRUE(api_.Create("pods", Pod("p", 30, 4096)).ok());
+  ASSERT_TRUE(api_.Create("pods", Pod("q", 30, 4096)).ok());
+  auto daemon = StartDaemon();
+  const auto bind = [&](const std::string& name) {
+    Post(*daemon, "/filter", {{"Pod", StoredPod(name)}, {"NodeNames", {"n1"}}});
+    const size_t before = api_.requests().size();
+    const json reply = Post(*daemon, "/bind",
+                            {{"PodName", name},
+                             {"PodNamespace", "default"},
+                             {"PodUID", StoredPod(name)["metadata"]["uid"]},
+                             {"Node", "n1"}});
+    EXPECT_EQ(reply["Error"], "") << reply.dump();
+    std::vector<std::string> calls;
+    const auto requests = api_.requests();
+    for (size_t i = before; i < requests.size(); ++i)
+      if (!requests[i].watch && requests[i].path.find("/pods/" + name) != std::string::npos)
+        calls.push_back(requests[i].method);
+    return calls;
+  };
+  EXPECT_EQ(bind("p"), (std::vector<std::string>{"PATCH", "POST"}));
+  // The pod changes after filter read it: the PATCH meets a stale resourceVersion.
+  Post(*daemon, "/filter", {{"Pod", StoredPod("q")}, {"NodeNames", {"n1"}}});
+  ASSERT_TRUE(api_.MergePatch("pods", "default", "q", {{"status", {{"conditions", json::array()}}}}).ok());
+  const size_t before = api_.requests().size();
+  const json reply = Post(*daemon, "/bind",
+                          {{"PodName", "q"},
+                           {"PodNamespace", "default"},
+                           {"PodUID", StoredPod("q")["metadata"]["uid"]},
+                           {"Node", "n1"}});
+  EXPECT_EQ(reply["Error"], "") << reply.dump();
+  std::vector<std::string> calls;
+  const auto requests = api_.requests();
+  for (size_t i = before; i < requests.size(); ++i)
+    if (!requests[i].watch && requests[i].path.find("/pods/q") != std::string::npos)
+      calls.push_back(requests[i].method);
+  EXPECT_EQ(calls, (std::vector<std::string>{"PATCH", "GET", "PATCH", "POST"}));
+  EXPECT_EQ(StoredPod("q")["spec"]["nodeName"], "n1");
+  EXPECT_EQ(daemon->cache().Snapshot()->Find("n1")->state.cards[0].usage.core, 60);
 }
 
 TEST_F(ExtenderIntegration, FailedBindingRollsBackTheCacheAndTheAnnotation) {
