@@ -47,6 +47,7 @@ constexpr int64_t kBurstUs = 100'000;        // a full budget: the share for thi
 constexpr uint64_t kWaitStepNs = 2'000'000;  // a waiting launch re-checks this often
 constexpr uint64_t kMaxRefillGapUs = 1'000'000;
 constexpr uint64_t kStaleSampleNs = 500'000'000;  // without new NVML samples for this long, utilisation is 0
+constexpr uint64_t kNvmlSilentNs = 2'000'000'000;  // never a sample for this long: say so
 
 uint64_t NowNs() {
   timespec ts{};
@@ -659,11 +660,20 @@ bool LoadNvml() {
 bool MeasureUtil(int index, StateFile& f, uint32_t util[kMaxContainers], uint32_t& total) {
   nvmlDevice_t device = g_nvml_devices[index];
   if (!device) return false;
-  nvmlProcessUtilizationSample_t samples[64];  // small: this runs on the program's own stack
-  unsigned int count = 64;
+  static nvmlProcessUtilizationSample_t samples[128];  // Refill holds g_mutex
+  unsigned int count = 128;
   const unsigned long long since = f.header.nvml_last_seen_us;
-  if (g_nvml_process_util(device, samples, &count, since) != NVML_SUCCESS || count == 0) return false;
-  if (count > 64) count = 64;
+  const nvmlReturn_t rc = g_nvml_process_util(device, samples, &count, since);
+  if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
+    // The driver keeps a backlog (72 samples on an H100 at the first call): skip it and read only what is
+    // new from now on, or every call would ask for the whole backlog again and never measure.
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    f.header.nvml_last_seen_us = static_cast<uint64_t>(ts.tv_sec) * 1'000'000ULL + ts.tv_nsec / 1000;
+    return false;
+  }
+  if (rc != NVML_SUCCESS || count == 0) return false;
+  if (count > 128) count = 128;
   uint64_t sum[kMaxContainers] = {};
   uint32_t n[kMaxContainers] = {};
   uint64_t all = 0;
@@ -719,6 +729,14 @@ void Refill(int index, CardHandle& c, uint64_t now) {
   const bool fresh = MeasureUtil(index, f, util, total);
   if (fresh) {
     f.header.last_sample_ns = now;
+  } else if (f.header.last_sample_ns == 0) {
+    // Some machines (seen: an H100 in a Firecracker VM) answer NOT_FOUND for every process and 0 percent for
+    // the card while it computes: then the share cannot be measured, and the operator should know.
+    static uint64_t unmeasured_since = 0;
+    if (unmeasured_since == 0) unmeasured_since = now;
+    if (now - unmeasured_since > kNvmlSilentNs)
+      Log(LogClass::kNvml, true, "card=%s: NVML has reported no utilisation for 2 s of launches, so the compute "
+          "share is not enforced on this card", g_settings.cards[index]);
   } else if (f.header.last_sample_ns + kStaleSampleNs > now) {  // NVML samples every ~1/6 s: it stands
     total = f.header.card_util_percent;
     for (uint32_t i = 0; i < kMaxContainers; ++i) util[i] = f.containers[i].util_percent;

@@ -384,6 +384,39 @@ TEST_F(GuardTest, FixedShareIsHeldToItsShareAloneOnTheCard) {
   EXPECT_EQ(Finish(busy).status, 0);
 }
 
+TEST_F(GuardTest, ABacklogOfNvmlSamplesIsSkippedNotAskedForForever) {
+  auto busy = Start({"launch-until", Path("stop")},
+                    {{"MGPU_COMPUTE_POLICY", "fixed-share"}, {"FAKE_NVML_BACKLOG", "1000"}});
+  SetUtil(std::to_string(busy.pid) + " 90\n");
+  ASSERT_TRUE(Eventually([&] {
+    auto c = Container("container-a");
+    return c && c->waiting == 1 && c->throttled >= 1 && c->util_percent == 90;
+  }));
+  SetUtil("");
+  Touch("stop");
+  EXPECT_EQ(Finish(busy).status, 0);
+}
+
+TEST_F(GuardTest, NvmlThatNeverReportsUtilisationIsSaidOnce) {
+  SetUtil("");  // NOT_FOUND for every process, as on an H100 in a Firecracker VM
+  auto busy = Start({"launch-until", Path("stop")}, {{"MGPU_COMPUTE_POLICY", "fixed-share"}});
+  ASSERT_TRUE(Eventually([&] {
+    auto c = Container("container-a");
+    return c && c->launches > 0;
+  }));
+  // The guard speaks after 2 s of launches without a sample: let it launch for longer than that.
+  const auto after = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
+  ASSERT_TRUE(Eventually([&] { return std::chrono::steady_clock::now() > after; }));
+  EXPECT_EQ(Container("container-a")->throttled, 0u);  // nothing measured, nothing held
+  Touch("stop");
+  const Output done = Finish(busy);
+  EXPECT_EQ(done.status, 0);
+  const std::string text = "NVML has reported no utilisation for 2 s of launches";
+  const size_t first = done.err.find(text);
+  ASSERT_NE(first, std::string::npos) << done.err;
+  EXPECT_EQ(done.err.find(text, first + 1), std::string::npos) << "said twice: " << done.err;
+}
+
 TEST_F(GuardTest, WhenNvmlShowsNoGuardedPidTheCardsTotalGoesToTheContainersThatLaunched) {
   // As in a container whose pid namespace hides host pids: the one sample is another pid's.
   SetUtil("999999 90\n");

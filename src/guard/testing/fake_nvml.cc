@@ -1,5 +1,7 @@
 // A fake libnvidia-ml.so.1 for the guard's tests: per-process SM utilisation as the test sets it in the file
 // FAKE_NVML_UTIL_FILE, one "<pid> <percent>" line per process, each reported as a fresh sample at every call.
+// FAKE_NVML_BACKLOG=N: a call that asks for every sample (lastSeenTimeStamp 0) finds N of them waiting, as the
+// real driver keeps a backlog, and gets NVML_ERROR_INSUFFICIENT_SIZE unless its buffer holds N.
 #include <sys/time.h>
 
 #include <cstdio>
@@ -19,7 +21,13 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char*, nvmlDevice_t* de
 
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t,
                                                          nvmlProcessUtilizationSample_t* samples,
-                                                         unsigned int* count, unsigned long long) {
+                                                         unsigned int* count, unsigned long long since) {
+  const char* backlog = getenv("FAKE_NVML_BACKLOG");
+  const unsigned waiting = backlog ? static_cast<unsigned>(atoi(backlog)) : 0;
+  if (since == 0 && waiting > *count) {
+    *count = waiting;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
   nvmlProcessUtilizationSample_t read[64];
   unsigned n = 0;
   const char* path = getenv("FAKE_NVML_UTIL_FILE");
