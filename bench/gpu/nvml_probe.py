@@ -10,11 +10,11 @@ class Rates(ctypes.Structure):
 print("init", nvml.nvmlInit_v2())
 dev = ctypes.c_void_p()
 print("handle", nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(dev)))
-load = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "guard_torch.py"), "matmul",
-                         "--seconds", "4", "--warmup", "0"])
+load = subprocess.Popen(sys.argv[1:] if os.environ.get("PROBE_COMMAND") else sys.argv[1:] + [
+    sys.executable, os.path.join(os.path.dirname(__file__), "guard_torch.py"), "matmul", "--seconds", "4", "--warmup", "0"])
 print("load pid", load.pid)
-last = 0
-for i in range(20):
+last = int(time.time() * 1e6)
+for i in range(int(os.environ.get('PROBE_STEPS', '20'))):
     time.sleep(0.2)
     buf = (Sample * 512)()
     n = ctypes.c_uint(512)
@@ -23,7 +23,7 @@ for i in range(20):
     if got: last = max(t for _, t, _ in got)
     r = Rates()
     rr = nvml.nvmlDeviceGetUtilizationRates(dev, ctypes.byref(r))
-    print(f"t={i*0.2:.1f} process rc={rc} n={n.value} samples={[g for g in got if g[2]][:6]} new={len(got)} | rates rc={rr} gpu={r.gpu}", flush=True)
+    print(f"t={i*0.2:.1f} process rc={rc} n={n.value} samples={[(g[0], g[2]) for g in got][:6]} new={len(got)} | rates rc={rr} gpu={r.gpu}", flush=True)
 load.wait()
 smi = subprocess.run(['nvidia-smi', '--query-gpu=utilization.gpu', '--format=csv'], capture_output=True, text=True)
 print(smi.stdout)

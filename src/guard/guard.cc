@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdarg>
@@ -47,6 +48,8 @@ constexpr int64_t kBurstUs = 100'000;        // a full budget: the share for thi
 constexpr uint64_t kWaitStepNs = 2'000'000;  // a waiting launch re-checks this often
 constexpr uint64_t kMaxRefillGapUs = 1'000'000;
 constexpr uint64_t kStaleSampleNs = 500'000'000;  // without new NVML samples for this long, utilisation is 0
+constexpr int64_t kSampleLagUs = 250'000;       // NVML reports use this late, at most
+constexpr int64_t kMostDebt = -100 * 1'000'000;   // percent x microseconds: a second of the card
 constexpr uint64_t kNvmlSilentNs = 2'000'000'000;  // never a sample for this long: say so
 
 uint64_t NowNs() {
@@ -653,11 +656,16 @@ bool LoadNvml() {
   return g_nvml_process_util != nullptr;
 }
 
-// Per-container SM utilisation of card `index` from NVML's new per-process samples, matched to the process
-// slots by pid. False when NVML has nothing new. When no sample's pid is a guarded process's (a container's
-// pid namespace hides host pids from the driver), the card's total is split by the launches each container
-// made since the last refill.
-bool MeasureUtil(int index, StateFile& f, uint32_t util[kMaxContainers], uint32_t& total) {
+// Per-container SM use of card `index` from NVML's new per-process samples, matched to the process slots by
+// pid, as percent x microseconds in `busy` (and as a percentage of the time the samples cover in `util`).
+// A sample stands for the window since the previous sample's timestamp: when processes time-share the card,
+// the driver reports one process per window (seen on an H100: one sample per query, alternating between two
+// busy processes in proportion to their time on the card), so a process is charged for the windows it held.
+// Samples at one timestamp share its window, scaled to the card when they add up to more. False when NVML
+// has nothing new. When no sample's pid is a guarded process's (a container's pid namespace hides host pids
+// from the driver), the card's total is split by the launches each container made since the last refill.
+bool MeasureUtil(int index, StateFile& f, uint64_t window_us, int64_t busy[kMaxContainers],
+                 uint32_t util[kMaxContainers], uint32_t& total) {
   nvmlDevice_t device = g_nvml_devices[index];
   if (!device) return false;
   static nvmlProcessUtilizationSample_t samples[128];  // Refill holds g_mutex
@@ -674,25 +682,36 @@ bool MeasureUtil(int index, StateFile& f, uint32_t util[kMaxContainers], uint32_
   }
   if (rc != NVML_SUCCESS || count == 0) return false;
   if (count > 128) count = 128;
-  uint64_t sum[kMaxContainers] = {};
-  uint32_t n[kMaxContainers] = {};
-  uint64_t all = 0;
-  unsigned long long newest = since;
+  std::sort(samples, samples + count, [](const auto& a, const auto& b) { return a.timeStamp < b.timeStamp; });
+  int64_t matched_busy[kMaxContainers] = {};
+  int64_t all_busy = 0;
+  uint64_t covered = 0;
   bool matched = false;
-  for (unsigned i = 0; i < count; ++i) {
-    const auto& s = samples[i];
-    if (s.timeStamp > newest) newest = s.timeStamp;
-    all += s.smUtil;
-    for (const ProcessSlot& p : f.processes) {
-      if (A(const_cast<uint32_t&>(p.in_use)).load() && static_cast<unsigned>(p.pid) == s.pid) {
-        sum[p.container] += s.smUtil;
-        ++n[p.container];
-        matched = true;
+  unsigned long long previous = since;
+  for (unsigned i = 0; i < count;) {
+    const unsigned long long stamp = samples[i].timeStamp;
+    unsigned end = i;
+    uint64_t group = 0;
+    while (end < count && samples[end].timeStamp == stamp) group += samples[end++].smUtil;
+    uint64_t window = previous == 0 || stamp <= previous ? window_us : stamp - previous;
+    if (window > kMaxRefillGapUs) window = kMaxRefillGapUs;
+    covered += window;
+    for (; i < end; ++i) {
+      const uint64_t card = group > 100 ? group : 100;  // a group adding up to more is scaled to the card
+      const int64_t scaled = static_cast<int64_t>(uint64_t{samples[i].smUtil} * window * 100 / card);
+      all_busy += scaled;
+      for (const ProcessSlot& p : f.processes) {
+        if (A(const_cast<uint32_t&>(p.in_use)).load() && static_cast<unsigned>(p.pid) == samples[i].pid) {
+          matched_busy[p.container] += scaled;
+          matched = true;
+        }
       }
     }
+    previous = stamp;
   }
-  f.header.nvml_last_seen_us = newest;
-  total = static_cast<uint32_t>(all > 100 ? 100 : all);
+  f.header.nvml_last_seen_us = previous;
+  total = static_cast<uint32_t>(all_busy / static_cast<int64_t>(covered));
+  if (total > 100) total = 100;
   uint64_t launches = 0;
   uint64_t recent[kMaxContainers] = {};
   for (uint32_t i = 0; i < kMaxContainers; ++i) {
@@ -702,11 +721,12 @@ bool MeasureUtil(int index, StateFile& f, uint32_t util[kMaxContainers], uint32_
   }
   for (uint32_t i = 0; i < kMaxContainers; ++i) {
     if (matched) {
-      util[i] = n[i] ? static_cast<uint32_t>(sum[i] / n[i]) : 0;
+      busy[i] = matched_busy[i];
     } else {
-      util[i] = launches ? static_cast<uint32_t>(total * recent[i] / launches) : 0;
+      busy[i] = launches ? all_busy * static_cast<int64_t>(recent[i]) / static_cast<int64_t>(launches) : 0;
     }
-    if (util[i] > 100) util[i] = 100;
+    const int64_t percent = busy[i] / static_cast<int64_t>(covered);
+    util[i] = static_cast<uint32_t>(percent > 100 ? 100 : percent);
   }
   return true;
 }
@@ -725,36 +745,62 @@ void Refill(int index, CardHandle& c, uint64_t now) {
   uint64_t dt_us = last == 0 ? kRefillNs / 1000 : (now - last) / 1000;
   if (dt_us > kMaxRefillGapUs) dt_us = kMaxRefillGapUs;
   uint32_t util[kMaxContainers] = {};
+  int64_t busy[kMaxContainers] = {};  // charged only when samples arrive: late, never lost
   uint32_t total = 0;
-  const bool fresh = MeasureUtil(index, f, util, total);
+  const bool fresh = MeasureUtil(index, f, dt_us, busy, util, total);
   if (fresh) {
     f.header.last_sample_ns = now;
   } else if (f.header.last_sample_ns == 0) {
-    // Some machines (seen: an H100 in a Firecracker VM) answer NOT_FOUND for every process and 0 percent for
-    // the card while it computes: then the share cannot be measured, and the operator should know.
+    // A driver without per-process accounting answers NOT_FOUND for ever: then the share cannot be
+    // measured, and the operator should know.
     static uint64_t unmeasured_since = 0;
     if (unmeasured_since == 0) unmeasured_since = now;
     if (now - unmeasured_since > kNvmlSilentNs)
       Log(LogClass::kNvml, true, "card=%s: NVML has reported no utilisation for 2 s of launches, so the compute "
           "share is not enforced on this card", g_settings.cards[index]);
-  } else if (f.header.last_sample_ns + kStaleSampleNs > now) {  // NVML samples every ~1/6 s: it stands
+  } else if (f.header.last_sample_ns + kStaleSampleNs > now) {  // NVML samples every ~1/6 s: the rate stands
     total = f.header.card_util_percent;
     for (uint32_t i = 0; i < kMaxContainers; ++i) util[i] = f.containers[i].util_percent;
   }  // else no process ran on the card lately: 0
+  // What each container claims of the card: what it used and, while it wants to run (launched since the last
+  // refill or is waiting) under a share, at least that share. Processes NVML shows that no container owns
+  // claim what they used. A guaranteed-burst-share container may use what the others leave, never less than
+  // its share; so a burster gives way as soon as a container below its share wants it back.
+  const auto held_to_share = [](const ContainerRecord& r) {
+    return r.qos == static_cast<uint32_t>(QosLevel::kOnline) &&
+           r.policy != static_cast<uint32_t>(SharePolicy::kNativeBurstShare);
+  };
+  int64_t claim[kMaxContainers] = {};
+  int64_t claimed = 0;
+  int64_t used = 0;
+  for (uint32_t i = 0; i < kMaxContainers; ++i) {
+    const ContainerRecord& r = f.containers[i];
+    if (!A(const_cast<uint32_t&>(r.in_use)).load()) continue;
+    const bool wants = r.launches != r.launches_at_refill || r.waiting > 0;
+    claim[i] = util[i];
+    if (held_to_share(r) && wants && claim[i] < r.share_percent) claim[i] = r.share_percent;
+    claimed += claim[i];
+    used += util[i];
+  }
+  const int64_t strangers = total > used ? total - used : 0;
   for (uint32_t i = 0; i < kMaxContainers; ++i) {
     ContainerRecord& r = f.containers[i];
     if (!A(r.in_use).load()) continue;
     r.util_percent = util[i];
     r.launches_at_refill = A(r.launches).load();
-    if (r.qos != static_cast<uint32_t>(QosLevel::kOnline) ||
-        r.policy == static_cast<uint32_t>(SharePolicy::kNativeBurstShare))
-      continue;
+    if (!held_to_share(r)) continue;
     int64_t gain = r.share_percent;
-    if (r.policy == static_cast<uint32_t>(SharePolicy::kGuaranteedBurstShare)) gain += 100 - total;
-    const int64_t bound = static_cast<int64_t>(r.share_percent) * kBurstUs;
-    int64_t credit =
-        A(r.credit).load() + (gain - static_cast<int64_t>(util[i])) * static_cast<int64_t>(dt_us);
-    credit = credit > bound ? bound : (credit < -bound ? -bound : credit);
+    if (r.policy == static_cast<uint32_t>(SharePolicy::kGuaranteedBurstShare)) {
+      const int64_t others = strangers + claimed - claim[i];
+      const int64_t left = others >= 100 ? 0 : 100 - others;
+      if (left > gain) gain = left;
+    }
+    // Use is charged when NVML reports it, a sample period (about 1/6 s) late: the credit may hold what is
+    // gained over a burst and that lag, or the charge of a period's use would find its gain thrown away; and
+    // it may owe up to a second of the whole card, since a debt forgiven is compute taken beyond the share.
+    const int64_t most = gain * (kBurstUs + kSampleLagUs);
+    int64_t credit = A(r.credit).load() + gain * static_cast<int64_t>(dt_us) - busy[i];
+    credit = credit > most ? most : (credit < kMostDebt ? kMostDebt : credit);
     A(r.credit).store(credit);
   }
   f.header.card_util_percent = total;

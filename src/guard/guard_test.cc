@@ -449,15 +449,50 @@ TEST_F(GuardTest, GuaranteedShareUsesIdleComputeAndNativeIsNeverThrottled) {
   }
 }
 
-TEST_F(GuardTest, GuaranteedShareIsThrottledWhenTheCardIsBusy) {
-  auto c = Start({"launch-until", Path("stop")},
-                 {{"MGPU_COMPUTE_POLICY", "guaranteed-burst-share"}, {"MGPU_CONTAINER_TOKEN", "guaranteed"}});
-  SetUtil(std::to_string(c.pid) + " 50\n999999 50\n");  // another process takes the rest of the card
+TEST_F(GuardTest, GuaranteedShareGivesWayToAContainerBelowItsShare) {
+  auto burster = Start({"launch-until", Path("stop")},
+                       {{"MGPU_COMPUTE_POLICY", "guaranteed-burst-share"}, {"MGPU_CONTAINER_TOKEN", "guaranteed"}});
+  auto fixed = Start({"launch-until", Path("stop")}, {{"MGPU_COMPUTE_POLICY", "fixed-share"},
+                                                      {"MGPU_CORE_PERCENT", "70"},
+                                                      {"MGPU_CONTAINER_TOKEN", "fixed-70"}});
+  // The burster has 60 of the card, the other 40 of its 70: the burster's share is all that is left for it.
+  SetUtil(std::to_string(burster.pid) + " 60\n" + std::to_string(fixed.pid) + " 40\n");
   ASSERT_TRUE(Eventually([&] {
     auto s = Container("guaranteed");
     return s && s->throttled >= 1;
   }));
-  SetUtil("999999 50\n");
+  EXPECT_EQ(Container("fixed-70")->throttled, 0u);
+  SetUtil("");
+  Touch("stop");
+  EXPECT_EQ(Finish(burster).status, 0);
+  EXPECT_EQ(Finish(fixed).status, 0);
+}
+
+TEST_F(GuardTest, SamplesThatAddUpToMoreThanTheCardAreScaledToIt) {
+  auto a = Start({"launch-until", Path("stop")}, {{"MGPU_CONTAINER_TOKEN", "a"}});
+  auto b = Start({"launch-until", Path("stop")}, {{"MGPU_CONTAINER_TOKEN", "b"}, {"MGPU_COMPUTE_POLICY", "fixed-share"},
+                                                  {"MGPU_CORE_PERCENT", "60"}});
+  SetUtil(std::to_string(a.pid) + " 90\n" + std::to_string(b.pid) + " 60\n");  // time-sliced: 150 in all
+  ASSERT_TRUE(Eventually([&] {
+    auto sa = Container("a");
+    auto sb = Container("b");
+    return sa && sb && sa->util_percent == 60 && sb->util_percent == 40;
+  }));
+  SetUtil("");
+  Touch("stop");
+  EXPECT_EQ(Finish(a).status, 0);
+  EXPECT_EQ(Finish(b).status, 0);
+}
+
+TEST_F(GuardTest, GuaranteedShareAloneOnABusyCardIsNeverThrottled) {
+  auto c = Start({"launch-until", Path("stop")},
+                 {{"MGPU_COMPUTE_POLICY", "guaranteed-burst-share"}, {"MGPU_CONTAINER_TOKEN", "alone"}});
+  SetUtil(std::to_string(c.pid) + " 100\n");  // it alone keeps the card busy: the card is its to use
+  ASSERT_TRUE(Eventually([&] {
+    auto s = Container("alone");
+    return s && s->util_percent == 100 && s->launches > 200;
+  }));
+  EXPECT_EQ(Container("alone")->throttled, 0u);
   Touch("stop");
   EXPECT_EQ(Finish(c).status, 0);
 }
