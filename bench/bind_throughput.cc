@@ -240,6 +240,7 @@ int RunThroughput(const Options& o, FakeApiServer& api, Extender& extender) {
     json reply = json::parse(res->body, nullptr, false);
     return reply.is_discarded() ? std::nullopt : std::optional<json>(std::move(reply));
   };
+  std::mt19937 tie_rng(7);
   const auto start = Clock::now();
   std::vector<std::thread> binders;
   while (true) {
@@ -271,9 +272,14 @@ int RunThroughput(const Options& o, FakeApiServer& api, Extender& extender) {
     if (passed.size() > 1) {
       const json pargs = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", passed}};
       const std::optional<json> scored = post("/prioritize", pargs.dump());
-      int best = -1;
-      for (const json& s : scored ? *scored : json::array())
-        if (s.value("Score", 0) > best) best = s.value("Score", 0), chosen = s.value("Host", "");
+      // kube-scheduler's selectHost: uniformly among the nodes of the highest score.
+      int best = -1, ties = 0;
+      for (const json& s : scored ? *scored : json::array()) {
+        const int score = s.value("Score", 0);
+        if (score > best) best = score, ties = 0;
+        if (score == best && std::uniform_int_distribution<int>(0, ties++)(tie_rng) == 0)
+          chosen = s.value("Host", "");
+      }
     }
     if (chosen.empty()) {
       std::lock_guard lock(mu);

@@ -1,5 +1,6 @@
 #include "extender/daemon.h"
 
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -8,6 +9,8 @@
 
 namespace mgpu::extender {
 namespace {
+
+constexpr int kTrimEveryDeletes = 1000;
 
 // POD_NAME (the Deployment sets it from the downward API) or the host name, plus a random suffix so that a
 // restarted replica never mistakes the lease of its previous life for its own.
@@ -65,7 +68,13 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
                             .transform = [&config](kube::Json& pod) { KeepSchedulingFields(pod, config); }},
       kube::InformerHandlers{[&cache](const kube::Json& p) { cache.UpsertPod(p); },
                              [&cache](const kube::Json&, const kube::Json& p) { cache.UpsertPod(p); },
-                             [&cache](const kube::Json& p) { cache.DeletePod(p); }});
+                             [&cache](const kube::Json& p) {
+                               cache.DeletePod(p);
+                               // glibc keeps freed memory in its arenas; hand it back after a wave of
+                               // deletions so that RSS follows the cluster down.
+                               static int deleted = 0;  // the informer's thread only
+                               if (++deleted % kTrimEveryDeletes == 0) malloc_trim(0);
+                             }});
   nodes_->Start();
   pods_->Start();
   server_ = std::make_unique<HttpServer>(*extender_, *cache_, metrics_, [this] { return Ready(); });

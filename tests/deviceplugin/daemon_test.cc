@@ -398,6 +398,27 @@ TEST_F(DaemonTest, PluginRestartMidStreamLosesNoAllocation) {
   EXPECT_EQ(PatchesOf("first"), 1u);
 }
 
+TEST_F(DaemonTest, LookAlikesSwapCardsWithoutAWarningThroughAPluginRestart) {
+  StartNode();
+  // Same whole shape: one pool. The kubelet admits the younger first; it gets the elder's card A, and the
+  // elder, admitted after the plugin restarted, gets the younger's card B. Both records say what happened.
+  ASSERT_TRUE(api_.Create("pods", BoundPod("elder", {{"main", 30, 2, kCardA}}, 1)).ok());
+  ASSERT_TRUE(api_.Create("pods", BoundPod("younger", {{"main", 30, 2, kCardB}}, 2)).ok());
+  auto younger = Admit("younger", "main", 30, 2);
+  ASSERT_TRUE(younger.ok()) << younger.message();
+  EXPECT_EQ(younger->envs["MGPU_VISIBLE_CARDS"], kCardA);
+  ASSERT_TRUE(WaitForAllocated("younger", OneContainer("main", kCardA, 30, 2)));
+
+  ASSERT_TRUE(node_->StartDaemon());
+  auto elder = Admit("elder", "main", 30, 2);
+  ASSERT_TRUE(elder.ok()) << elder.message();
+  EXPECT_EQ(elder->envs["MGPU_VISIBLE_CARDS"], kCardB);
+  EXPECT_TRUE(WaitForAllocated("elder", OneContainer("main", kCardB, 30, 2)));
+  EXPECT_EQ(AllocatedOf("younger"), OneContainer("main", kCardA, 30, 2));
+  EXPECT_TRUE(Events("GPUAllocationDiffers", "younger").empty());
+  EXPECT_TRUE(Events("GPUAllocationDiffers", "elder").empty());
+}
+
 TEST_F(DaemonTest, KubeletRestartRegistersAgainAndKeepsMatchingAssignments) {
   StartNode();
   ASSERT_TRUE(node_->kubelet->Restart().ok());

@@ -47,7 +47,7 @@ std::vector<Json> Informer::Snapshot() const {
   std::lock_guard lock(mu_);
   std::vector<Json> out;
   out.reserve(objects_.size());
-  for (const auto& [key, object] : objects_) out.push_back(object);
+  for (const auto& [key, kept] : objects_) out.push_back(Unpack(kept));
   return out;
 }
 
@@ -55,8 +55,16 @@ std::optional<Json> Informer::Get(const std::string& ns, const std::string& name
   std::lock_guard lock(mu_);
   auto it = objects_.find(ns + "/" + name);
   if (it == objects_.end()) return std::nullopt;
-  return it->second;
+  return Unpack(it->second);
 }
+
+Informer::Kept Informer::Pack(const Json& object) {
+  Kept kept{MetadataString(object, "uid"), MetadataString(object, "resourceVersion"), Json::to_msgpack(object)};
+  kept.packed.shrink_to_fit();
+  return kept;
+}
+
+Json Informer::Unpack(const Kept& kept) { return Json::from_msgpack(kept.packed); }
 
 std::string Informer::resource_version() const {
   std::lock_guard lock(mu_);
@@ -131,22 +139,23 @@ bool Informer::ListAndReplace() {
   std::vector<Delivery> deliveries;
   {
     std::lock_guard lock(mu_);
+    std::map<std::string, Kept> kept;
     for (auto& [key, object] : fresh) {
       auto old = objects_.find(key);
       if (old == objects_.end()) {
         deliveries.push_back({Delivery::Type::kAdd, nullptr, object});
-      } else if (MetadataString(old->second, "uid") != MetadataString(object, "uid")) {
-        deliveries.push_back({Delivery::Type::kDelete, old->second, nullptr});
+      } else if (old->second.uid != MetadataString(object, "uid")) {
+        deliveries.push_back({Delivery::Type::kDelete, Unpack(old->second), nullptr});
         deliveries.push_back({Delivery::Type::kAdd, nullptr, object});
-      } else if (MetadataString(old->second, "resourceVersion") !=
-                 MetadataString(object, "resourceVersion")) {
-        deliveries.push_back({Delivery::Type::kUpdate, old->second, object});
+      } else if (old->second.version != MetadataString(object, "resourceVersion")) {
+        deliveries.push_back({Delivery::Type::kUpdate, Unpack(old->second), object});
       }
+      kept.emplace(key, Pack(object));
     }
-    for (auto& [key, object] : objects_) {
-      if (!fresh.contains(key)) deliveries.push_back({Delivery::Type::kDelete, object, nullptr});
+    for (auto& [key, old] : objects_) {
+      if (!fresh.contains(key)) deliveries.push_back({Delivery::Type::kDelete, Unpack(old), nullptr});
     }
-    objects_ = std::move(fresh);
+    objects_ = std::move(kept);
     resource_version_ = version;
     ++list_count_;
   }
@@ -220,23 +229,24 @@ void Informer::ApplyLocked(const std::string& type, Json object, std::vector<Del
   auto old = objects_.find(key);
   if (type == "DELETED") {
     if (old == objects_.end()) return;
-    out.push_back({Delivery::Type::kDelete, std::move(old->second), object});
+    out.push_back({Delivery::Type::kDelete, Unpack(old->second), object});
     objects_.erase(old);
     return;
   }
   if (old == objects_.end()) {
-    out.push_back({Delivery::Type::kAdd, nullptr, object});
-    objects_.emplace(key, std::move(object));
+    objects_.emplace(key, Pack(object));
+    out.push_back({Delivery::Type::kAdd, nullptr, std::move(object)});
     return;
   }
-  if (MetadataString(old->second, "resourceVersion") == MetadataString(object, "resourceVersion")) return;
-  if (MetadataString(old->second, "uid") != MetadataString(object, "uid")) {
-    out.push_back({Delivery::Type::kDelete, old->second, nullptr});
-    out.push_back({Delivery::Type::kAdd, nullptr, object});
+  if (old->second.version == MetadataString(object, "resourceVersion")) return;
+  Kept now = Pack(object);
+  if (old->second.uid != now.uid) {
+    out.push_back({Delivery::Type::kDelete, Unpack(old->second), nullptr});
+    out.push_back({Delivery::Type::kAdd, nullptr, std::move(object)});
   } else {
-    out.push_back({Delivery::Type::kUpdate, old->second, object});
+    out.push_back({Delivery::Type::kUpdate, Unpack(old->second), std::move(object)});
   }
-  old->second = std::move(object);
+  old->second = std::move(now);
 }
 
 void Informer::Deliver(std::vector<Delivery>& deliveries) {

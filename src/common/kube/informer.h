@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -97,7 +98,16 @@ class Informer {
   bool synced_ = false;
   int list_count_ = 0;
   std::string resource_version_;
-  std::map<std::string, Json> objects_;  // by "namespace/name"
+  // An object as kept: MessagePack, about a fifth of the memory of a parsed Json tree; unpacked when a
+  // handler, Get or Snapshot needs it.
+  struct Kept {
+    std::string uid;
+    std::string version;
+    std::vector<std::uint8_t> packed;
+  };
+  static Kept Pack(const Json& object);
+  static Json Unpack(const Kept& kept);
+  std::map<std::string, Kept> objects_;  // by "namespace/name"
 };
 
 }  // namespace mgpu::kube
