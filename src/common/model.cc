@@ -63,6 +63,13 @@ std::string_view Name(NodePolicy policy) { return NameIn(kNodePolicies, policy);
 std::string_view Name(IsolationBackend backend) { return NameIn(kIsolationBackends, backend); }
 std::string_view Name(Qos qos) { return qos == Qos::kOnline ? "online" : "offline"; }
 
+double GpuShare(const CardShare& slice, int64_t card_memory_mib) {
+  const double core = std::max(slice.core, slice.reclaimed_core) / 100.0;
+  const double memory =
+      card_memory_mib > 0 ? static_cast<double>(slice.memory_mib) / static_cast<double>(card_memory_mib) : 0;
+  return std::max(core, memory);
+}
+
 std::optional<ComputePolicy> ParseComputePolicy(std::string_view text) {
   return ParseIn(kComputePolicies, text);
 }

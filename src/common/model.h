@@ -135,6 +135,10 @@ struct CardShare {
   bool operator==(const CardShare&) const = default;
 };
 
+// Cards' worth of one slice, for billing (DESIGN §7, the seeds' formula): max(core / 100, memory / the card's
+// memory), the larger of the online and the reclaimed core counting. `card_memory_mib` is the whole card's.
+double GpuShare(const CardShare& slice, int64_t card_memory_mib);
+
 struct ContainerAssignment {
   std::string container;
   std::vector<CardShare> cards;

@@ -127,3 +127,16 @@ TEST(Seeds, KeptSchedulingFieldsReadTheSame) {
 
 }  // namespace
 }  // namespace mgpu
+
+namespace mgpu {
+namespace {
+
+TEST(Seeds, GpuShareIsTheLargerOfCoreAndMemoryOfTheWholeCard) {
+  EXPECT_DOUBLE_EQ(GpuShare(CardShare{"c", 30, 0, 4096}, 24576), 0.3);         // core beats 4096/24576
+  EXPECT_DOUBLE_EQ(GpuShare(CardShare{"c", 10, 0, 12288}, 24576), 0.5);        // memory beats core
+  EXPECT_DOUBLE_EQ(GpuShare(CardShare{"c", 0, 40, 2048}, 81920), 0.4);         // reclaimed core counts
+  EXPECT_DOUBLE_EQ(GpuShare(CardShare{"c", 0, 0, 2048}, 0), 0.0);              // unknown card: core only
+}
+
+}  // namespace
+}  // namespace mgpu

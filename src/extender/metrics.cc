@@ -135,7 +135,6 @@ std::string Metrics::Render(const ClusterView& view) const {
          "(no whole-card pod can use it), over all free online core.\n"
          "# TYPE mgpu_extender_cluster_fragmentation_ratio gauge\n"
       << "mgpu_extender_cluster_fragmentation_ratio " << ratio(stranded_core, free_core) << '\n';
-  // The seeds' billing formula: a pod's share of a card is max(core / 100, memory / card memory).
   out << "# HELP mgpu_extender_pod_gpu_share Cards' worth a pod holds: the sum over its cards of "
          "max(core/100, memory/card memory).\n"
          "# TYPE mgpu_extender_pod_gpu_share gauge\n";
@@ -145,9 +144,7 @@ std::string Metrics::Render(const ClusterView& view) const {
       for (const ContainerAssignment& ca : p.assignment.containers) {
         for (const CardShare& s : ca.cards) {
           const CardState* card = v->state.FindCard(s.uuid);
-          const double capacity_mib = card ? static_cast<double>(card->capacity_mib) : 0;
-          share += std::max(std::max(s.core, s.reclaimed_core) / 100.0,
-                            capacity_mib > 0 ? static_cast<double>(s.memory_mib) / capacity_mib : 0);
+          share += GpuShare(s, card ? card->card.memory_mib : 0);
         }
       }
       out << "mgpu_extender_pod_gpu_share{pod=\"" << EscapeLabelValue(p.key) << "\",node=\""
