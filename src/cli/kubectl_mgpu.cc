@@ -13,7 +13,7 @@
 #include "common/kube/kubeconfig.h"
 #include "common/text_table.h"
 #include "extender/server.h"
-#include "extender/workload.h"
+#include "common/kube/workload.h"
 
 namespace mgpu::cli {
 namespace {
@@ -227,7 +227,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     return kExitApi;
   }
 
-  extender::WorkloadResolver workloads(client->get());
+  kube::WorkloadResolver workloads(client->get());
   extender::ClusterCache cache(config, [&workloads](const json& pod) { return workloads.Resolve(pod); });
   for (const json& node : node_items) cache.UpsertNode(node);
   for (const json& pod : pods->value("items", json::array())) cache.UpsertPod(pod);

@@ -48,7 +48,7 @@ int64_t AssignedDevices(const ContainerAssignment& c, Resource resource, const C
 
 }  // namespace
 
-NodePod ReadNodePod(const json& pod, const Config& config) {
+NodePod ReadNodePod(const json& pod, const Config& config, const Annotations& workload) {
   const ResourceNames names = config.Names();
   NodePod out;
   out.key = kube::MetadataString(pod, "namespace") + "/" + kube::MetadataString(pod, "name");
@@ -59,7 +59,7 @@ NodePod ReadNodePod(const json& pod, const Config& config) {
   out.active = phase != "Succeeded" && phase != "Failed" && !deleting;
   out.started = StartedContainers(pod);
 
-  Result<PodRequest> request = ParsePodRequest(pod, config);
+  Result<PodRequest> request = ParsePodRequest(pod, config, workload);
   if (request.ok()) {
     out.containers = std::move(request->containers);
     out.shape = std::move(*request);

@@ -16,6 +16,7 @@
 #include "common/config.h"
 #include "common/lookalike.h"
 #include "common/model.h"
+#include "common/request.h"
 #include "deviceplugin/allocation.h"
 #include "deviceplugin/devices.h"
 #include "deviceplugin/pod_resources.h"
@@ -27,8 +28,8 @@ struct NodePod {
   std::string uid;
   std::string resource_version;
   bool active = false;  // neither finished nor being deleted
-  // The GPU containers (init containers first, in spec order) when the pod's request parses. Annotations of
-  // the pod's workload are not read: the totals do not depend on them.
+  // The GPU containers (init containers first, in spec order) when the pod's request parses, with the
+  // annotations of its workload as the extender reads them (DESIGN §3), so both sides see one shape.
   std::optional<std::vector<ContainerRequest>> containers{};
   PodRequest shape{};  // the request's pod-wide fields (QoS, compute policy, dedicated), for look-alike pools
   std::optional<Assignment> assignment{};  // D/gpu-assignment, when present and readable
@@ -38,7 +39,8 @@ struct NodePod {
   std::vector<std::string> problems{};     // annotations or requests that could not be read, one each
 };
 
-NodePod ReadNodePod(const nlohmann::json& pod, const Config& config);
+// `workload`: the annotations of the pod's controlling workload (kube::WorkloadResolver), read by the caller.
+NodePod ReadNodePod(const nlohmann::json& pod, const Config& config, const Annotations& workload = {});
 
 // A resource this plugin handed to a container that the kubelet's PodResources may not show yet: the
 // container the preference was matched to (in a look-alike pool, the kubelet may have admitted another

@@ -61,6 +61,7 @@ PodTracker::PodTracker(const Config& config, std::string node, kube::Client& cli
     : config_(config),
       node_(std::move(node)),
       client_(client),
+      workloads_(&client),
       pod_resources_(pod_resources),
       events_(client, kComponent) {}
 
@@ -91,7 +92,7 @@ void PodTracker::Stop() {
 bool PodTracker::Synced() const { return informer_ && informer_->HasSynced(); }
 
 void PodTracker::Upsert(const kube::Json& object) {
-  NodePod pod = ReadNodePod(object, config_);
+  NodePod pod = ReadNodePod(object, config_, workloads_.Resolve(object));
   {
     std::lock_guard lock(mu_);
     auto& tracked = pods_[pod.key];
@@ -195,7 +196,7 @@ std::optional<std::vector<NodePod>> PodTracker::Relist() {
   }
   std::vector<NodePod> out;
   if (auto items = list->find("items"); items != list->end() && items->is_array()) {
-    for (const kube::Json& item : *items) out.push_back(ReadNodePod(item, config_));
+    for (const kube::Json& item : *items) out.push_back(ReadNodePod(item, config_, workloads_.Resolve(item)));
   }
   return out;
 }

@@ -28,6 +28,7 @@
 #include "common/kube/client.h"
 #include "common/kube/event_queue.h"
 #include "common/kube/informer.h"
+#include "common/kube/workload.h"
 #include "deviceplugin/node_pods.h"
 #include "deviceplugin/plugin.h"
 #include "deviceplugin/pod_resources.h"
@@ -76,6 +77,7 @@ class PodTracker final : public PendingPods {
   const Config& config_;
   const std::string node_;
   kube::Client& client_;
+  kube::WorkloadResolver workloads_;  // read on the informer's thread and in Relist, never under mu_
   const PodResourcesPoller& pod_resources_;
   std::unique_ptr<kube::Informer> informer_;
 

@@ -42,7 +42,7 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   Result<std::unique_ptr<kube::Client>> client = kube::Client::Create(std::move(cluster), options);
   if (!client.ok()) return Error{client.message()};
   client_ = std::move(*client);
-  workloads_ = std::make_unique<WorkloadResolver>(client_.get());
+  workloads_ = std::make_unique<kube::WorkloadResolver>(client_.get());
   events_ = std::make_unique<kube::EventQueue>(*client_, "mgpu-scheduler-extender");
   cache_ = std::make_unique<ClusterCache>(
       config_, [this](const nlohmann::json& pod) { return workloads_->Resolve(pod); });

@@ -14,7 +14,7 @@
 #include "extender/leader.h"
 #include "extender/metrics.h"
 #include "extender/server.h"
-#include "extender/workload.h"
+#include "common/kube/workload.h"
 
 namespace mgpu::extender {
 
@@ -39,7 +39,7 @@ class Daemon {
   std::unique_ptr<kube::Client> client_;
   std::unique_ptr<kube::EventQueue> events_;
   std::unique_ptr<LeaderElector> elector_;
-  std::unique_ptr<WorkloadResolver> workloads_;
+  std::unique_ptr<kube::WorkloadResolver> workloads_;
   std::unique_ptr<ClusterCache> cache_;
   Metrics metrics_;
   std::unique_ptr<Extender> extender_;

@@ -33,8 +33,8 @@ std::string Describe(const Assignment& assignment) {
 
 }  // namespace
 
-Extender::Extender(ClusterCache& cache, kube::Client* client, WorkloadResolver* workloads, Metrics& metrics,
-                   std::function<bool()> is_leader, kube::EventQueue* events)
+Extender::Extender(ClusterCache& cache, kube::Client* client, kube::WorkloadResolver* workloads,
+                   Metrics& metrics, std::function<bool()> is_leader, kube::EventQueue* events)
     : cache_(cache),
       client_(client),
       workloads_(workloads),

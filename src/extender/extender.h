@@ -24,7 +24,7 @@
 #include "extender/decisions.h"
 #include "extender/metrics.h"
 #include "extender/wire.h"
-#include "extender/workload.h"
+#include "common/kube/workload.h"
 
 namespace mgpu::extender {
 
@@ -32,7 +32,7 @@ class Extender {
  public:
   // `client` may be null (then bind fails); `events` may be null (no events); `is_leader` gates bind
   // (null: always the leader).
-  Extender(ClusterCache& cache, kube::Client* client, WorkloadResolver* workloads, Metrics& metrics,
+  Extender(ClusterCache& cache, kube::Client* client, kube::WorkloadResolver* workloads, Metrics& metrics,
            std::function<bool()> is_leader = {}, kube::EventQueue* events = nullptr);
 
   FilterResult Filter(const ExtenderArgs& args);
@@ -71,7 +71,7 @@ class Extender {
 
   ClusterCache& cache_;
   kube::Client* client_;
-  WorkloadResolver* workloads_;
+  kube::WorkloadResolver* workloads_;
   Metrics& metrics_;
   std::function<bool()> is_leader_;
   static constexpr size_t kObservedUids = 8192;

@@ -419,6 +419,43 @@ TEST_F(DaemonTest, LookAlikesSwapCardsWithoutAWarningThroughAPluginRestart) {
   EXPECT_TRUE(Events("GPUAllocationDiffers", "elder").empty());
 }
 
+TEST_F(DaemonTest, AWorkloadsAnnotationsAreReadIntoThePodsShape) {
+  // "elder" asks guaranteed-burst-share on itself; "younger" through its Deployment (via its ReplicaSet), as
+  // the extender reads it (DESIGN §3). So they are look-alikes: the younger, admitted first, takes the elder's
+  // card as a normal swap. Read without the workload, they would be an ambiguous pair and the swap a
+  // GPUAllocationDiffers Warning.
+  ASSERT_TRUE(api_.Create("deployments", {{"apiVersion", "apps/v1"},
+                                          {"kind", "Deployment"},
+                                          {"metadata",
+                                           {{"name", "web"},
+                                            {"namespace", "default"},
+                                            {"annotations", {{kNames.compute_policy, "guaranteed-burst-share"}}}}}})
+                  .ok());
+  const auto owned_by = [](const char* kind, const char* name) {
+    return json::array({{{"apiVersion", "apps/v1"}, {"kind", kind}, {"name", name}, {"controller", true}}});
+  };
+  ASSERT_TRUE(api_.Create("replicasets", {{"apiVersion", "apps/v1"},
+                                          {"kind", "ReplicaSet"},
+                                          {"metadata",
+                                           {{"name", "web-1"},
+                                            {"namespace", "default"},
+                                            {"ownerReferences", owned_by("Deployment", "web")}}}})
+                  .ok());
+  StartNode();
+  json elder = BoundPod("elder", {{"main", 30, 2, kCardA}}, 1);
+  elder["metadata"]["annotations"][kNames.compute_policy] = "guaranteed-burst-share";
+  ASSERT_TRUE(api_.Create("pods", elder).ok());
+  json younger = BoundPod("younger", {{"main", 30, 2, kCardB}}, 2);
+  younger["metadata"]["ownerReferences"] = owned_by("ReplicaSet", "web-1");
+  ASSERT_TRUE(api_.Create("pods", younger).ok());
+  ASSERT_TRUE(Admit("younger", "main", 30, 2).ok());
+  ASSERT_TRUE(WaitForAllocated("younger", OneContainer("main", kCardA, 30, 2)));
+  ASSERT_TRUE(Admit("elder", "main", 30, 2).ok());
+  ASSERT_TRUE(WaitForAllocated("elder", OneContainer("main", kCardB, 30, 2)));
+  EXPECT_TRUE(Events("GPUAllocationDiffers", "younger").empty());
+  EXPECT_TRUE(Events("GPUAllocationDiffers", "elder").empty());
+}
+
 TEST_F(DaemonTest, KubeletRestartRegistersAgainAndKeepsMatchingAssignments) {
   StartNode();
   ASSERT_TRUE(node_->kubelet->Restart().ok());

@@ -12,7 +12,7 @@
 #include "extender/daemon.h"
 #include "extender/server.h"
 #include "extender/test_objects.h"
-#include "extender/workload.h"
+#include "common/kube/workload.h"
 #include "support/fake_apiserver.h"
 #include "support/test_certs.h"
 #include "support/test_env.h"
@@ -394,7 +394,7 @@ TEST(WorkloadResolverTest, ReadsTheDeploymentThroughItsReplicaSetAndRefreshesAft
   auto client = kube::Client::Create(cluster);
   ASSERT_TRUE(client.ok()) << client.message();
   std::chrono::steady_clock::time_point now{};
-  WorkloadResolver resolver(client->get(), std::chrono::seconds(60), [&] { return now; });
+  kube::WorkloadResolver resolver(client->get(), std::chrono::seconds(60), [&] { return now; });
   EXPECT_EQ(resolver.Resolve(pod).at(qos), "shared_cores");
   ASSERT_TRUE(api.MergePatch("deployments", "default", "web",
                              {{"metadata", {{"annotations", {{qos, "reclaimed_cores"}}}}}})

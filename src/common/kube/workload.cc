@@ -1,8 +1,8 @@
-#include "extender/workload.h"
+#include "common/kube/workload.h"
 
 #include <spdlog/spdlog.h>
 
-namespace mgpu::extender {
+namespace mgpu::kube {
 namespace {
 
 nlohmann::json OwnerReferenceJson(const OwnerRef& owner) {
@@ -15,7 +15,7 @@ nlohmann::json OwnerReferenceJson(const OwnerRef& owner) {
 Annotations WorkloadResolver::Resolve(const nlohmann::json& pod) {
   const std::optional<OwnerRef> owner = ControllerOf(pod);
   if (!owner || !client_) return {};
-  std::string ns = kube::MetadataString(pod, "namespace");
+  std::string ns = MetadataString(pod, "namespace");
   if (ns.empty()) ns = "default";
   const std::string key = ns + "/" + owner->kind + "/" + owner->name;
   {
@@ -23,9 +23,9 @@ Annotations WorkloadResolver::Resolve(const nlohmann::json& pod) {
     if (auto it = cache_.find(key); it != cache_.end() && now_() - it->second.fetched < ttl_)
       return it->second.annotations;
   }
-  kube::ApiResult object = client_->GetOwner(ns, OwnerReferenceJson(*owner));
+  ApiResult object = client_->GetOwner(ns, OwnerReferenceJson(*owner));
   if (!object.ok()) {
-    spdlog::warn("pod={}/{} cannot read its {} {}: {}", ns, kube::MetadataString(pod, "name"), owner->kind,
+    spdlog::warn("pod={}/{} cannot read its {} {}: {}", ns, MetadataString(pod, "name"), owner->kind,
                  owner->name, object.message());
     return {};
   }
@@ -34,9 +34,9 @@ Annotations WorkloadResolver::Resolve(const nlohmann::json& pod) {
     // A Deployment's pods are owned by its ReplicaSet; the Deployment carries the annotations.
     if (std::optional<OwnerRef> deployment = ControllerOf(*object);
         deployment && deployment->kind == "Deployment") {
-      kube::ApiResult d = client_->GetOwner(ns, OwnerReferenceJson(*deployment));
+      ApiResult d = client_->GetOwner(ns, OwnerReferenceJson(*deployment));
       if (!d.ok()) {
-        spdlog::warn("pod={}/{} cannot read Deployment {}: {}", ns, kube::MetadataString(pod, "name"),
+        spdlog::warn("pod={}/{} cannot read Deployment {}: {}", ns, MetadataString(pod, "name"),
                      deployment->name, d.message());
         return {};
       }
@@ -53,4 +53,4 @@ Annotations WorkloadResolver::Resolve(const nlohmann::json& pod) {
   return annotations;
 }
 
-}  // namespace mgpu::extender
+}  // namespace mgpu::kube

@@ -14,7 +14,7 @@
 #include "common/kube/client.h"
 #include "common/request.h"
 
-namespace mgpu::extender {
+namespace mgpu::kube {
 
 class WorkloadResolver {
  public:
@@ -38,4 +38,4 @@ class WorkloadResolver {
   std::map<std::string, Entry> cache_;  // "namespace/Kind/name" of the pod's controller
 };
 
-}  // namespace mgpu::extender
+}  // namespace mgpu::kube
