@@ -1,5 +1,7 @@
 // Replays the openb production trace (../shared/traces/openb/README.md) onto an empty simulated cluster and
-// reports the GPU capacity each placement policy leaves unallocated.
+// reports the GPU capacity each placement policy leaves unallocated, the pods it turned away by kind
+// (CPU-only, sharing, one whole GPU, multi-GPU) and the CPU those pods asked for, beside an offline reference
+// (PackOffline: the same pods known in advance).
 //
 // Protocol (the FGD paper's): sort the pod list by name, shuffle with the seed, inflate by sampling with
 // replacement until arrivals would pass 130 % of the cluster's GPUs, submit one by one, no departures.
@@ -13,7 +15,10 @@
 // scores are broken at random. Card choice inside the node is always mgpu's binpack (best fit), also the
 // paper's default.
 //
-//   build/bench/mgpu_trace_replay [--traces default,gpushare40] [--policies bestfit,binpack] [--seeds 10]
+// Offline is no policy: the pods that have arrived at the 100 % mark (and all of them, for 130 %) are
+// packed at once.
+//
+//   build/bench/mgpu_trace_replay [--traces default,gpushare40] [--policies bestfit,offline] [--seeds 10]
 //                                 [--first-seed 42] [--trace-dir DIR] [--threads 2] [--limit N]
 #include <algorithm>
 #include <atomic>
@@ -105,11 +110,12 @@ std::vector<TracePod> LoadPods(const std::string& path) {
   return pods;
 }
 
-enum class Policy { kRandom, kBestFit, kPacking, kBinpack, kSpread, kFragmentation };
+enum class Policy { kRandom, kBestFit, kPacking, kBinpack, kSpread, kFragmentation, kOffline };
 const std::vector<std::pair<Policy, std::string>> kPolicies = {
     {Policy::kRandom, "Random"},      {Policy::kBestFit, "BestFit"},
     {Policy::kPacking, "Packing"},    {Policy::kBinpack, "mgpu-binpack"},
-    {Policy::kSpread, "mgpu-spread"}, {Policy::kFragmentation, "mgpu-fragmentation"}};
+    {Policy::kSpread, "mgpu-spread"}, {Policy::kFragmentation, "mgpu-fragmentation"},
+    {Policy::kOffline, "Offline"}};
 
 // Pod kinds for the failure breakdown.
 enum Kind { kCpuOnly, kShare, kOneGpu, kMultiGpu, kKinds };
@@ -202,39 +208,46 @@ Result<Assignment> RandomCard(const NodeState& node, const PodRequest& req, std:
   return Assignment{{{c.name, {{card->card.uuid, c.core, 0, 0}}}}};
 }
 
+constexpr int kMark100 = 20, kMark130 = 26;  // threshold indices of the 100 % and 130 % marks
+
 struct RunResult {
   double allocated[kThresholds] = {};  // % of cluster GPUs allocated when arrivals reach 5·i %
-  int failed[kKinds] = {};
+  int failed[kKinds] = {};             // over the whole run
+  int failed_at100[kKinds] = {};       // ... and until arrivals reach 100 %
+  double cpu_unplaced_at100 = 0;       // CPU the failed pods asked for until then, % of the cluster's CPU
   std::vector<double> decision_us;
 };
 
-RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<TracePod>& sorted,
-                 Policy policy, uint32_t seed, size_t limit) {
-  std::mt19937_64 rng(seed);
+// GPUs a pod asks for, in cards (a sharing pod's share as mgpu rounds it).
+double GpusOf(const TracePod& p) {
+  return p.num_gpu ? p.num_gpu * RequestOf(p).containers.front().CorePerCard() / 100.0 : 0.0;
+}
+
+// The arrival sequence of one seed (steps 1 and 2 of the protocol); `rng` goes on to break ties.
+std::vector<TracePod> Arrivals(const std::vector<TracePod>& sorted, double total_gpus, std::mt19937_64& rng,
+                               size_t limit) {
   std::vector<TracePod> pods = sorted;
   std::shuffle(pods.begin(), pods.end(), rng);
-  int64_t total_gpus = 0;
-  for (const auto& n : trace_nodes) total_gpus += n.gpus;
-  const double cap = 1.3 * static_cast<double>(total_gpus);
-  auto gpus_of = [](const TracePod& p) {
-    return p.num_gpu * RequestOf(p).containers.front().CorePerCard() / 100.0;
-  };
+  const double cap = 1.3 * total_gpus;
   double requested = 0;
-  for (const auto& p : pods) requested += p.num_gpu ? gpus_of(p) : 0;
+  for (const auto& p : pods) requested += GpusOf(p);
   while (requested > cap && !pods.empty()) {  // already above: drop random pods
     const size_t i = std::uniform_int_distribution<size_t>(0, pods.size() - 1)(rng);
-    requested -= pods[i].num_gpu ? gpus_of(pods[i]) : 0;
+    requested -= GpusOf(pods[i]);
     pods.erase(pods.begin() + static_cast<std::ptrdiff_t>(i));
   }
   for (;;) {  // inflate: sample with replacement until the next pod would pass 130 %
     const TracePod& p = sorted[std::uniform_int_distribution<size_t>(0, sorted.size() - 1)(rng)];
-    const double g = p.num_gpu ? gpus_of(p) : 0;
+    const double g = GpusOf(p);
     if (requested + g > cap) break;
     requested += g;
     pods.push_back(p);
   }
   if (limit > 0 && pods.size() > limit) pods.resize(limit);
+  return pods;
+}
 
+std::vector<SimNode> EmptyCluster(const std::vector<TraceNode>& trace_nodes) {
   std::vector<SimNode> nodes;
   nodes.reserve(trace_nodes.size());
   for (const auto& t : trace_nodes) {
@@ -247,11 +260,154 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
     nodes.back().gpu.cpu_free_milli = t.cpu_milli;
     nodes.back().gpu.host_memory_free_mib = t.memory_mib;
   }
+  return nodes;
+}
+
+// Whether the node's CPU, memory and GPU model admit the pod (the GPU part is Place's).
+bool HostFits(const SimNode& n, const TracePod& p) {
+  if (n.cpu_left < p.cpu_milli || n.memory_left < p.memory_mib) return false;
+  return p.models.empty() || std::find(p.models.begin(), p.models.end(), n.trace->model) != p.models.end();
+}
+
+// Puts the pod on the node with the cards `assignment` names.
+void Bind(SimNode& n, const TracePod& p, const PodRequest& req, const Result<Assignment>& assignment) {
+  n.cpu_left -= p.cpu_milli;
+  n.memory_left -= p.memory_mib;
+  n.gpu.cpu_free_milli = n.cpu_left;
+  n.gpu.host_memory_free_mib = n.memory_left;
+  if (!req.AsksForGpu()) return;
+  if (!assignment.ok() || !Apply(n.gpu, req, *assignment).ok()) {
+    std::cerr << "internal error: chosen node cannot take the pod\n";
+    std::exit(1);
+  }
+}
+
+// Records a run as its pods arrive: allocation at every threshold, failures and unplaced CPU at 100 %.
+class Recorder {
+ public:
+  Recorder(double total_gpus, double total_cpu_milli)
+      : total_gpus_(total_gpus), total_cpu_(total_cpu_milli) {}
+  void Arrived(const TracePod& p, bool placed) {
+    if (placed) {
+      allocated_ += GpusOf(p);
+    } else {
+      out_.failed[KindOf(p)]++;
+      failed_cpu_ += static_cast<double>(p.cpu_milli);
+    }
+    arrived_ += GpusOf(p);
+    while (next_ < kThresholds && arrived_ * 100.0 / total_gpus_ >= 5.0 * next_) Mark();
+  }
+  RunResult& Finish() {
+    while (next_ < kThresholds) Mark();
+    return out_;
+  }
+  RunResult& result() { return out_; }
+
+ private:
+  void Mark() {
+    out_.allocated[next_] = allocated_ * 100.0 / total_gpus_;
+    if (next_ == kMark100) {
+      std::copy(std::begin(out_.failed), std::end(out_.failed), std::begin(out_.failed_at100));
+      out_.cpu_unplaced_at100 = failed_cpu_ * 100.0 / total_cpu_;
+    }
+    ++next_;
+  }
+  double total_gpus_, total_cpu_;
+  double arrived_ = 0, allocated_ = 0, failed_cpu_ = 0;
+  int next_ = 0;
+  RunResult out_;
+};
+
+// The offline reference: the same pods, all known in advance. The pods that take whole cards go first,
+// largest first (then those bound to GPU models, then the larger CPU ask); the sharing and CPU-only pods
+// follow in their arrival order (sorted by share they did far worse: the 81 % pods come first and the
+// small ones that fill their gaps last, with the CPU spent). Each goes to the node of least fragmentation
+// growth under a workload model that has seen every pod of the list. Not a scheduler anyone could run
+// online, but an estimate of what the same pods could fill. First-fit decreasing by GPU then CPU, the
+// textbook heuristic, leaves 6-9 % of the GPUs unallocated at 100 % (CPU runs out beside free cards), far
+// worse than mgpu online, so it is no reference.
+struct Packed {
+  double allocated = 0;  // % of cluster GPUs
+  int failed[kKinds] = {};
+  double failed_cpu_milli = 0;
+};
+
+Packed PackOffline(const std::vector<TraceNode>& trace_nodes, std::vector<TracePod> pods, double total_gpus) {
+  const auto whole = std::stable_partition(pods.begin(), pods.end(), [](const TracePod& p) {
+    return KindOf(p) == kOneGpu || KindOf(p) == kMultiGpu;
+  });
+  std::stable_sort(pods.begin(), whole, [](const TracePod& a, const TracePod& b) {
+    if (a.num_gpu != b.num_gpu) return a.num_gpu > b.num_gpu;
+    if (a.models.empty() != b.models.empty()) return b.models.empty();
+    return a.cpu_milli > b.cpu_milli;
+  });
+  std::vector<SimNode> nodes = EmptyCluster(trace_nodes);
+  WorkloadModel workload(1.0);
+  for (const TracePod& p : pods) workload.Observe(RequestOf(p));
+  std::map<std::string, double, std::less<>> free_core;
+  for (const SimNode& n : nodes) free_core[n.gpu.product] += 100.0 * n.trace->gpus;
+  Packed out;
+  Placement placed;
+  double allocated = 0;
+  for (const TracePod& p : pods) {
+    PodRequest req = RequestOf(p);
+    req.card_policy = CardPolicy::kFragmentation;
+    workload.SetClusterFree(free_core);
+    SimNode* pick = nullptr;
+    double best = INFINITY;
+    for (SimNode& n : nodes) {
+      if (!HostFits(n, p) || !Place(n.gpu, req, &workload, placed)) continue;
+      const double cost = PlacementCost(n.gpu, req, placed, NodePolicy::kFragmentation, &workload);
+      if (cost < best) best = cost, pick = &n;
+    }
+    if (pick == nullptr) {
+      out.failed[KindOf(p)]++;
+      out.failed_cpu_milli += static_cast<double>(p.cpu_milli);
+      continue;
+    }
+    Bind(*pick, p, req, req.AsksForGpu() ? ChooseCards(pick->gpu, req, &workload) : Assignment{});
+    allocated += GpusOf(p);
+    free_core[pick->gpu.product] -= 100.0 * GpusOf(p);
+  }
+  out.allocated = allocated * 100.0 / total_gpus;
+  return out;
+}
+
+RunResult ReplayOffline(const std::vector<TraceNode>& trace_nodes, const std::vector<TracePod>& sorted,
+                        uint32_t seed, size_t limit) {
+  double total_gpus = 0, total_cpu = 0;
+  for (const auto& n : trace_nodes) total_gpus += n.gpus, total_cpu += static_cast<double>(n.cpu_milli);
+  std::mt19937_64 rng(seed);
+  const std::vector<TracePod> pods = Arrivals(sorted, total_gpus, rng, limit);
+  // The pods that have arrived when arrivals reach 100 %: up to and with the one that reaches it.
+  size_t at100 = 0;
+  for (double arrived = 0; at100 < pods.size() && arrived * 100.0 / total_gpus < 100.0; ++at100)
+    arrived += GpusOf(pods[at100]);
+  RunResult out;
+  const Packed first = PackOffline(trace_nodes, {pods.begin(), pods.begin() + at100}, total_gpus);
+  const Packed all = PackOffline(trace_nodes, pods, total_gpus);
+  std::fill(std::begin(out.allocated), std::end(out.allocated), NAN);
+  out.allocated[kMark100] = first.allocated;
+  out.allocated[kMark130] = all.allocated;
+  std::copy(std::begin(first.failed), std::end(first.failed), std::begin(out.failed_at100));
+  std::copy(std::begin(all.failed), std::end(all.failed), std::begin(out.failed));
+  out.cpu_unplaced_at100 = first.failed_cpu_milli * 100.0 / total_cpu;
+  return out;
+}
+
+RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<TracePod>& sorted,
+                 Policy policy, uint32_t seed, size_t limit) {
+  if (policy == Policy::kOffline) return ReplayOffline(trace_nodes, sorted, seed, limit);
+  double total_gpus = 0, total_cpu = 0;
+  for (const auto& n : trace_nodes) total_gpus += n.gpus, total_cpu += static_cast<double>(n.cpu_milli);
+  std::mt19937_64 rng(seed);
+  const std::vector<TracePod> pods = Arrivals(sorted, total_gpus, rng, limit);
+  std::vector<SimNode> nodes = EmptyCluster(trace_nodes);
 
   RunResult out;
-  out.decision_us.reserve(pods.size());
-  double arrived = 0, allocated = 0;
-  int next_threshold = 0;
+  Recorder record(total_gpus, total_cpu);
+  std::vector<double>& decision_us = record.result().decision_us;
+  decision_us.reserve(pods.size());
   const bool mgpu_policy =
       policy == Policy::kBinpack || policy == Policy::kSpread || policy == Policy::kFragmentation;
   NodePolicy node_policy = NodePolicy::kBinpack;
@@ -275,9 +431,7 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
     scores.clear();
     for (size_t i = 0; i < nodes.size(); ++i) {
       SimNode& n = nodes[i];
-      if (n.cpu_left < p.cpu_milli || n.memory_left < p.memory_mib) continue;
-      if (!p.models.empty() && std::find(p.models.begin(), p.models.end(), n.trace->model) == p.models.end())
-        continue;
+      if (!HostFits(n, p)) continue;
       int64_t score = 0;
       // CPU-only pods reach the extender too when its managedResources are left empty: they always fit.
       if (!Place(n.gpu, req, &workload, placed)) continue;
@@ -310,31 +464,18 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
       pick = random_tie ? best[std::uniform_int_distribution<size_t>(0, best.size() - 1)(rng)] : best[0];
     if (pick != SIZE_MAX) {
       SimNode& n = nodes[pick];
-      n.cpu_left -= p.cpu_milli;
-      n.memory_left -= p.memory_mib;
-      n.gpu.cpu_free_milli = n.cpu_left;
-      n.gpu.host_memory_free_mib = n.memory_left;
+      Result<Assignment> cards = Assignment{};
       if (req.AsksForGpu()) {
-        auto a = policy == Policy::kRandom ? RandomCard(n.gpu, req, rng) : ChooseCards(n.gpu, req, &workload);
-        if (!a.ok() || !Apply(n.gpu, req, *a).ok()) {
-          std::cerr << "internal error: chosen node cannot take the pod\n";
-          std::exit(1);
-        }
-        allocated += gpus_of(p);
-        free_core[n.gpu.product] -= 100.0 * gpus_of(p);
+        cards = policy == Policy::kRandom ? RandomCard(n.gpu, req, rng) : ChooseCards(n.gpu, req, &workload);
+        free_core[n.gpu.product] -= 100.0 * GpusOf(p);
       }
+      Bind(n, p, req, cards);
     }
-    out.decision_us.push_back(
+    decision_us.push_back(
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
-    if (pick == SIZE_MAX) out.failed[KindOf(p)]++;
-    arrived += p.num_gpu ? gpus_of(p) : 0;
-    while (next_threshold < kThresholds && arrived * 100.0 / total_gpus >= 5.0 * next_threshold) {
-      out.allocated[next_threshold++] = allocated * 100.0 / total_gpus;
-    }
+    record.Arrived(p, pick != SIZE_MAX);
   }
-  for (; next_threshold < kThresholds; ++next_threshold)
-    out.allocated[next_threshold] = allocated * 100.0 / total_gpus;
-  return out;
+  return std::move(record.Finish());
 }
 
 // The published means per (trace, policy) at arrivals of 100 % and 130 %: unallocated GPU %.
@@ -414,7 +555,8 @@ int Main(int argc, char** argv) {
       }
     } else {
       std::cerr
-          << "usage: mgpu_trace_replay [--traces a,b] [--policies random,bestfit,packing,binpack,spread] "
+          << "usage: mgpu_trace_replay [--traces a,b] [--policies random,bestfit,packing,binpack,spread,"
+             "fragmentation,offline] "
              "[--seeds N] [--first-seed S] [--trace-dir DIR] [--threads N] [--limit PODS]\n";
       return 2;
     }
@@ -424,8 +566,9 @@ int Main(int argc, char** argv) {
   const auto published = LoadPublished(dir);
   std::printf("openb trace replay: %zu nodes, seeds %d..%d, gpu_milli rounded to whole mgpu-core percent\n",
               nodes.size(), first_seed, first_seed + seeds - 1);
-  std::printf("%-11s %-13s %16s %16s %9s %9s  %-28s %9s %9s\n", "trace", "policy", "unalloc@100 %",
-              "unalloc@130 %", "paper@100", "FGD@100", "failed pods (cpu/share/1/multi)", "p50 us", "p99 us");
+  std::printf("%-11s %-18s %16s %16s %9s %9s  %-20s %9s  %-20s %8s %8s\n", "trace", "policy", "unalloc@100 %",
+              "unalloc@130 %", "paper@100", "FGD@100", "failed@100 c/s/1/m", "cpu@100 %",
+              "failed@130 c/s/1/m", "p50 us", "p99 us");
   for (const std::string& trace : traces) {
     const auto pods = LoadPods(dir + "/openb_pod_list_" + trace + ".csv");
     struct Job {
@@ -446,29 +589,48 @@ int Main(int argc, char** argv) {
       });
     }
     for (auto& t : pool) t.join();
+    double mgpu_at100 = NAN, offline_at100 = NAN;
     for (const auto& [policy, name] : policies) {
       std::vector<double> at100, at130, times;
-      double failed[kKinds] = {};
+      double failed[kKinds] = {}, failed_at100[kKinds] = {}, cpu_unplaced = 0;
       for (const Job& j : jobs) {
         if (j.policy != policy) continue;
-        at100.push_back(100 - j.result.allocated[20]);
-        at130.push_back(100 - j.result.allocated[26]);
-        for (int k = 0; k < kKinds; ++k) failed[k] += static_cast<double>(j.result.failed[k]) / seeds;
+        at100.push_back(100 - j.result.allocated[kMark100]);
+        at130.push_back(100 - j.result.allocated[kMark130]);
+        for (int k = 0; k < kKinds; ++k) {
+          failed[k] += static_cast<double>(j.result.failed[k]) / seeds;
+          failed_at100[k] += static_cast<double>(j.result.failed_at100[k]) / seeds;
+        }
+        cpu_unplaced += j.result.cpu_unplaced_at100 / seeds;
         times.insert(times.end(), j.result.decision_us.begin(), j.result.decision_us.end());
       }
       const Stats s100 = MeanSd(at100), s130 = MeanSd(at130);
+      if (policy == Policy::kFragmentation) mgpu_at100 = s100.mean;
+      if (policy == Policy::kOffline) offline_at100 = s100.mean;
       auto fgd = published.find({trace, "FGD"});
       auto pub = published.find({trace, name == "Packing" ? "GpuPacking" : name});
-      char failed_text[64];
-      std::snprintf(failed_text, sizeof failed_text, "%.0f/%.0f/%.0f/%.0f", failed[kCpuOnly], failed[kShare],
-                    failed[kOneGpu], failed[kMultiGpu]);
-      std::printf("%-11s %-13s %7.2f ± %5.2f  %7.2f ± %5.2f  %9s %9s  %-28s %9.1f %9.1f\n", trace.c_str(),
-                  name.c_str(), s100.mean, s100.sd, s130.mean, s130.sd,
+      const auto kinds = [](const double(&f)[kKinds]) {
+        char text[64];
+        std::snprintf(text, sizeof text, "%.0f/%.0f/%.0f/%.0f", f[kCpuOnly], f[kShare], f[kOneGpu],
+                      f[kMultiGpu]);
+        return std::string(text);
+      };
+      const auto us = [&](double q) {
+        char text[32] = "-";
+        if (!times.empty()) std::snprintf(text, sizeof text, "%.1f", Percentile(times, q));
+        return std::string(text);
+      };
+      std::printf("%-11s %-18s %7.2f ± %5.2f  %7.2f ± %5.2f  %9s %9s  %-20s %9.2f  %-20s %8s %8s\n",
+                  trace.c_str(), name.c_str(), s100.mean, s100.sd, s130.mean, s130.sd,
                   pub == published.end() ? "-" : std::to_string(pub->second.at100).substr(0, 5).c_str(),
                   fgd == published.end() ? "-" : std::to_string(fgd->second.at100).substr(0, 5).c_str(),
-                  failed_text, Percentile(times, 0.5), Percentile(times, 0.99));
+                  kinds(failed_at100).c_str(), cpu_unplaced, kinds(failed).c_str(), us(0.5).c_str(),
+                  us(0.99).c_str());
       std::fflush(stdout);
     }
+    if (!std::isnan(mgpu_at100) && !std::isnan(offline_at100))
+      std::printf("%-11s gap to the offline reference at 100 %%: %.2f points\n", trace.c_str(),
+                  mgpu_at100 - offline_at100);
   }
   return 0;
 }
