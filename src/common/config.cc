@@ -226,4 +226,25 @@ Result<Config> LoadConfigFile(const std::string& path) {
   return ParseConfig(*text, path);
 }
 
+Result<HostPort> ParseHostPort(std::string_view address, std::string_view what) {
+  const size_t colon = address.rfind(':');
+  const auto bad = [&](const char* why) {
+    return Error{std::string(what) + " \"" + std::string(address) + "\" " + why};
+  };
+  if (colon == std::string_view::npos) return bad("is not host:port");
+  std::string_view host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.find(':') != std::string_view::npos && address.front() != '[')
+    return bad("has an IPv6 host without brackets; write [host]:port");
+  const std::string_view digits = address.substr(colon + 1);
+  int port = 0;
+  if (digits.empty() || digits.size() > 5) return bad("has no port number");
+  for (char c : digits) {
+    if (c < '0' || c > '9') return bad("has no port number");
+    port = port * 10 + (c - '0');
+  }
+  if (port > 65535) return bad("has a port above 65535");
+  return HostPort{std::string(host), port};
+}
+
 }  // namespace mgpu

@@ -90,4 +90,12 @@ struct Config {
 Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source = "config");
 Result<Config> LoadConfigFile(const std::string& path);
 
+// A listen address of the config ("host:port", "[::1]:port" for IPv6, ":port" for every interface), with the
+// brackets taken off the host. `what` names the key in the one-sentence error.
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+Result<HostPort> ParseHostPort(std::string_view address, std::string_view what);
+
 }  // namespace mgpu

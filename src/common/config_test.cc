@@ -161,3 +161,27 @@ TEST(Config, TheDocumentedExampleLoadsAndMatchesTheDefaults) {
 
 }  // namespace
 }  // namespace mgpu
+
+namespace mgpu {
+namespace {
+
+TEST(Config, ListenAddressesParseOneWayEverywhere) {
+  const auto ok = [](std::string_view address, const std::string& host, int port) {
+    Result<HostPort> got = ParseHostPort(address, "x.listenAddress");
+    ASSERT_TRUE(got.ok()) << address << ": " << got.message();
+    EXPECT_EQ(got->host, host) << address;
+    EXPECT_EQ(got->port, port) << address;
+  };
+  ok("0.0.0.0:8888", "0.0.0.0", 8888);
+  ok("[::1]:9400", "::1", 9400);
+  ok(":0", "", 0);
+  for (std::string_view bad : {"8080", "host:", "host:80a", "host:65536", "::1:80", "host:-1"}) {
+    Result<HostPort> got = ParseHostPort(bad, "x.listenAddress");
+    ASSERT_FALSE(got.ok()) << bad;
+    EXPECT_NE(got.message().find("x.listenAddress \"" + std::string(bad) + "\""), std::string::npos)
+        << got.message();
+  }
+}
+
+}  // namespace
+}  // namespace mgpu

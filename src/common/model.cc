@@ -63,6 +63,13 @@ std::string_view Name(NodePolicy policy) { return NameIn(kNodePolicies, policy);
 std::string_view Name(IsolationBackend backend) { return NameIn(kIsolationBackends, backend); }
 std::string_view Name(Qos qos) { return qos == Qos::kOnline ? "online" : "offline"; }
 
+std::string PodKey(std::string_view ns, std::string_view name) {
+  std::string key(ns.empty() ? std::string_view("default") : ns);
+  key += '/';
+  key += name;
+  return key;
+}
+
 double GpuShare(const CardShare& slice, int64_t card_memory_mib) {
   const double core = std::max(slice.core, slice.reclaimed_core) / 100.0;
   const double memory =

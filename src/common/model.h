@@ -107,6 +107,9 @@ struct ContainerRequest {
 };
 
 // A pod's ask: only containers asking for some mgpu resource are listed.
+// "namespace/name": the one key of a pod on every side (a pod without a namespace is in "default").
+std::string PodKey(std::string_view ns, std::string_view name);
+
 struct PodRequest {
   std::string namespace_name;
   std::string name;
@@ -122,7 +125,7 @@ struct PodRequest {
   std::vector<ContainerRequest> containers;
 
   bool AsksForGpu() const { return !containers.empty(); }
-  std::string Key() const { return namespace_name + "/" + name; }
+  std::string Key() const { return PodKey(namespace_name, name); }
 };
 
 // One container's piece of one card.

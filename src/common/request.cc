@@ -46,7 +46,7 @@ class Parser {
       : pod_(pod), config_(config), names_(config.Names()), workload_(workload) {
     const json* meta = Field(pod, "metadata");
     if (meta) {
-      key_ = StringField(*meta, "namespace") + "/" + StringField(*meta, "name");
+      key_ = PodKey(StringField(*meta, "namespace"), StringField(*meta, "name"));
       own_ = AnnotationsOf(pod);
     }
   }
@@ -455,6 +455,11 @@ void KeepSchedulingFields(json& pod, const Config& config) {
   }
   if (const json* phase = FindPhase(pod)) slim["status"]["phase"] = *phase;
   pod = std::move(slim);
+}
+
+std::string PodKeyOf(const json& pod) {
+  const json* meta = Field(pod, "metadata");
+  return meta ? PodKey(StringField(*meta, "namespace"), StringField(*meta, "name")) : PodKey("", "");
 }
 
 Annotations AnnotationsOf(const json& object) {

@@ -45,6 +45,8 @@ void KeepSchedulingFields(nlohmann::json& pod, const Config& config);
 
 // The metadata.annotations of any object; non-string values are skipped.
 Annotations AnnotationsOf(const nlohmann::json& object);
+// PodKey of a pod object's metadata.
+std::string PodKeyOf(const nlohmann::json& pod);
 
 struct OwnerRef {
   std::string api_version;

@@ -159,16 +159,10 @@ MetricsServer::MetricsServer(std::function<MetricsSnapshot()> snapshot, std::fun
 MetricsServer::~MetricsServer() { Stop(); }
 
 Status MetricsServer::Start(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return Error{"metrics address \"" + address + "\" is not host:port"};
-  std::string host = address.substr(0, colon);
-  if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  int port = 0;
-  try {
-    port = std::stoi(address.substr(colon + 1));
-  } catch (const std::exception&) {
-    return Error{"metrics address \"" + address + "\" has no port number"};
-  }
+  Result<HostPort> listen = ParseHostPort(address, "devicePlugin.metricsAddress");
+  if (!listen.ok()) return Error{listen.message()};
+  const std::string host = listen->host;
+  const int port = listen->port;
   server_ = std::make_unique<httplib::Server>();
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(RenderMetrics(snapshot_()), "text/plain; version=0.0.4; charset=utf-8");

@@ -51,7 +51,7 @@ int64_t AssignedDevices(const ContainerAssignment& c, Resource resource, const C
 NodePod ReadNodePod(const json& pod, const Config& config, const Annotations& workload) {
   const ResourceNames names = config.Names();
   NodePod out;
-  out.key = kube::MetadataString(pod, "namespace") + "/" + kube::MetadataString(pod, "name");
+  out.key = PodKeyOf(pod);
   out.uid = kube::MetadataString(pod, "uid");
   out.resource_version = kube::MetadataString(pod, "resourceVersion");
   const std::string phase = kube::StringAt(pod, {"status", "phase"});

@@ -42,7 +42,7 @@ AllocatedPods ReadAllocatedPods(const v1::ListPodResourcesResponse& response, co
       }
       if (!ca.cards.empty()) assignment.containers.push_back(std::move(ca));
     }
-    if (!assignment.containers.empty()) out[pod.namespace_() + "/" + pod.name()] = std::move(assignment);
+    if (!assignment.containers.empty()) out[PodKey(pod.namespace_(), pod.name())] = std::move(assignment);
   }
   return out;
 }

@@ -106,8 +106,7 @@ void PodTracker::Upsert(const kube::Json& object) {
 }
 
 void PodTracker::Remove(const kube::Json& object) {
-  const std::string key =
-      kube::MetadataString(object, "namespace") + "/" + kube::MetadataString(object, "name");
+  const std::string key = PodKeyOf(object);
   const std::string uid = kube::MetadataString(object, "uid");
   std::lock_guard lock(mu_);
   pods_.erase(key);

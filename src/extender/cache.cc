@@ -31,11 +31,6 @@ bool HoldsNode(const json& pod) {
   return !kube::StringAt(pod, {"spec", "nodeName"}).empty() && phase != "Succeeded" && phase != "Failed";
 }
 
-std::string KeyOf(const json& object) {
-  std::string ns = kube::StringAt(object, {"metadata", "namespace"});
-  return (ns.empty() ? "default" : ns) + "/" + kube::StringAt(object, {"metadata", "name"});
-}
-
 int64_t SystemNowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -306,7 +301,7 @@ std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const json& pod,
                                                            const std::optional<PodRequest>& known) {
   const ResourceNames names = config_.Names();
   const Annotations annotations = AnnotationsOf(pod);
-  const std::string key = KeyOf(pod);
+  const std::string key = PodKeyOf(pod);
   PodEntry entry;
   entry.placed.key = key;
   entry.placed.uid = kube::StringAt(pod, {"metadata", "uid"});
@@ -346,7 +341,7 @@ std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const json& pod,
 }
 
 void ClusterCache::UpsertPod(const json& pod) {
-  const std::string key = KeyOf(pod);
+  const std::string key = PodKeyOf(pod);
   const std::string uid = kube::StringAt(pod, {"metadata", "uid"});
   std::optional<PodRequest> known;  // a pod this extender bound: no need to parse it (or read its workload)
   {
@@ -378,7 +373,7 @@ void ClusterCache::UpsertPod(const json& pod) {
 }
 
 void ClusterCache::DeletePod(const json& pod) {
-  const std::string key = KeyOf(pod);
+  const std::string key = PodKeyOf(pod);
   const std::string uid = kube::StringAt(pod, {"metadata", "uid"});
   std::lock_guard lock(mu_);
   std::set<std::string> old_nodes = NodesOfLocked(key);

@@ -45,9 +45,8 @@ Extender::Extender(ClusterCache& cache, kube::Client* client, kube::WorkloadReso
 Extender::FactsRef Extender::Parse(const nlohmann::json& pod) const {
   Annotations workload;
   if (workloads_) workload = workloads_->Resolve(pod);
-  std::string ns = kube::MetadataString(pod, "namespace");
   return std::make_shared<const PodFacts>(PodFacts{
-      (ns.empty() ? "default" : ns) + "/" + kube::MetadataString(pod, "name"),
+      PodKeyOf(pod),
       kube::MetadataString(pod, "uid"), kube::MetadataString(pod, "resourceVersion"),
       kube::StringAt(pod, {"spec", "nodeName"}), ParsePodRequest(pod, cache_.config(), workload)});
 }
@@ -193,7 +192,7 @@ std::vector<HostScore> Extender::Prioritize(const ExtenderArgs& args) {
 }
 
 std::string Extender::Bind(const BindArgs& args) {
-  const std::string key = args.pod_namespace + "/" + args.pod_name;
+  const std::string key = PodKey(args.pod_namespace, args.pod_name);
   if (is_leader_ && !is_leader_()) return "this mgpu-scheduler-extender replica is not the leader; retry";
   if (!client_) return "mgpu-scheduler-extender has no API client";
   FactsRef pod = Remembered(args.pod_uid);

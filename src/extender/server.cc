@@ -62,15 +62,10 @@ HttpServer::HttpServer(Extender& extender, ClusterCache& cache, Metrics& metrics
 HttpServer::~HttpServer() { Stop(); }
 
 Status HttpServer::Start(const std::string& address, const ExtenderConfig& config) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return Error{"extender.listenAddress " + address + " is not host:port"};
-  const std::string host = address.substr(0, colon);
-  int port = 0;
-  try {
-    port = std::stoi(address.substr(colon + 1));
-  } catch (const std::exception&) {
-    return Error{"extender.listenAddress " + address + " has no valid port"};
-  }
+  Result<HostPort> listen = ParseHostPort(address, "extender.listenAddress");
+  if (!listen.ok()) return Error{listen.message()};
+  const std::string host = listen->host;
+  const int port = listen->port;
   if (!config.tls_cert_file.empty() || !config.tls_key_file.empty()) {
     auto ssl =
         std::make_unique<httplib::SSLServer>(config.tls_cert_file.c_str(), config.tls_key_file.c_str());
