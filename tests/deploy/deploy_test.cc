@@ -5,7 +5,10 @@
 // workloads and bindings name exist, every embedded mgpu config loads, and every KubeSchedulerConfiguration
 // reaches the extender's Service on the port the extender listens on, with verbs a running extender serves
 // and managed resources equal to those the device plugin registers. Every daemon has a Dockerfile on Debian
-// 12, and the mgpu images the manifests run carry the project's version.
+// 12, and the mgpu images the manifests run carry the project's version. The extender serves HTTPS with the
+// Secret scripts/certs.sh makes, whose certificate names the Service that kube-scheduler and the admission
+// webhook call; the webhook reaches a path the extender answers, and is safe for the cluster (Ignore on
+// failure, no side effects, only pods and workloads asking for mgpu resources sent).
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -22,6 +25,8 @@
 #include "deviceplugin/devices.h"
 #include "extender/daemon.h"
 #include "support/fake_apiserver.h"
+#include "support/test_certs.h"
+#include "support/test_env.h"
 
 namespace mgpu {
 namespace {
@@ -30,6 +35,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const fs::path kDeploy = fs::path(MGPU_SOURCE_DIR) / "deploy";
+const fs::path kCertsScript = fs::path(MGPU_SOURCE_DIR) / "scripts" / "certs.sh";
 
 std::string ReadText(const std::string& path) {
   Result<std::string> text = mgpu::ReadFile(path);
@@ -53,9 +59,13 @@ struct SchedulerConfig {
   json doc;
 };
 
-const std::set<std::string> kClusterScoped = {
-    "Namespace",   "ClusterRole", "ClusterRoleBinding", "PriorityClass", "CustomResourceDefinition",
-    "RuntimeClass"};
+const std::set<std::string> kClusterScoped = {"Namespace",
+                                              "ClusterRole",
+                                              "ClusterRoleBinding",
+                                              "PriorityClass",
+                                              "CustomResourceDefinition",
+                                              "RuntimeClass",
+                                              "ValidatingWebhookConfiguration"};
 const std::set<std::string> kComponentConfigs = {"KubeSchedulerConfiguration"};
 const std::set<std::string> kWorkloads = {"Deployment", "DaemonSet", "StatefulSet", "Job"};
 
@@ -137,6 +147,21 @@ class Deploy : public ::testing::Test {
     }
   }
 
+  // Whether the Deployment `name` mounts a Secret volume at `path` in one of its containers.
+  static bool MountsSecretAt(const std::string& name, const std::string& path) {
+    for (const Object& o : objects_) {
+      if (o.Kind() != "Deployment" || o.Name() != name) continue;
+      const json& pod = o.doc["spec"]["template"]["spec"];
+      std::set<std::string> secrets;
+      for (const json& v : pod.value("volumes", json::array()))
+        if (v.contains("secret")) secrets.insert(v.value("name", ""));
+      for (const json& c : pod.value("containers", json::array()))
+        for (const json& m : c.value("volumeMounts", json::array()))
+          if (m.value("mountPath", "") == path && secrets.count(m.value("name", ""))) return true;
+    }
+    return false;
+  }
+
   static inline std::vector<Object> objects_;
   static inline int config_files_ = 0;
 };
@@ -178,6 +203,12 @@ TEST_F(Deploy, WorkloadsAndBindingsNameObjectsThatExist) {
             << o.file << ": " << o.Kind() << " " << o.Name() << " runs as a missing ServiceAccount";
       }
       for (const json& volume : pod.value("volumes", json::array())) {
+        if (volume.contains("secret")) {
+          EXPECT_NE(ReadText(kCertsScript).find("name: " + volume["secret"].value("secretName", "") + "\n"),
+                    std::string::npos)
+              << o.file << ": " << o.Kind() << " " << o.Name()
+              << " mounts a Secret scripts/certs.sh does not make";
+        }
         if (!volume.contains("configMap")) continue;
         EXPECT_TRUE(Find("ConfigMap", o.Namespace(), volume["configMap"]["name"]))
             << o.file << ": " << o.Kind() << " " << o.Name() << " mounts a missing ConfigMap "
@@ -225,17 +256,28 @@ TEST_F(Deploy, SchedulerConfigsMatchWhatTheExtenderServesAndThePluginRegisters) 
   EXPECT_TRUE(config.extender.leader_election) << "the extender Deployment runs replicas";
   ASSERT_GE(schedulers.size(), 2u) << "both the replacement and the second-scheduler mode";
 
-  // A running extender with this config, to ask which verbs it serves.
+  // The extender serves TLS from files the extender Deployment mounts from a Secret.
+  ASSERT_FALSE(config.extender.tls_cert_file.empty()) << "the extender serves HTTPS";
+  for (const std::string& file : {config.extender.tls_cert_file, config.extender.tls_key_file})
+    EXPECT_TRUE(MountsSecretAt("mgpu-scheduler-extender", fs::path(file).parent_path().string())) << file;
+
+  // A running extender with this config (and a test certificate), to ask which verbs it serves.
   testing::FakeApiServer api;
   ASSERT_TRUE(api.Start().ok());
+  testing::TempDir dir;
+  Result<testing::TestCerts> certs = testing::GenerateTestCerts(dir.path());
+  ASSERT_TRUE(certs.ok()) << certs.message();
   Config local = config;
   local.extender.listen_address = "127.0.0.1:0";
   local.extender.leader_election = false;
+  local.extender.tls_cert_file = certs->server_cert;
+  local.extender.tls_key_file = certs->server_key;
   extender::Daemon daemon(local);
   kube::ClusterConfig cluster;
   cluster.server = api.url();
   ASSERT_TRUE(daemon.Start(cluster).ok());
-  httplib::Client http("127.0.0.1", daemon.port());
+  httplib::SSLClient http("127.0.0.1", daemon.port());
+  http.set_ca_cert_path(certs->ca_cert.c_str());
 
   const ResourceNames names = config.Names();
   std::set<std::string> registered;
@@ -275,6 +317,12 @@ TEST_F(Deploy, SchedulerConfigsMatchWhatTheExtenderServesAndThePluginRegisters) 
     }
     EXPECT_TRUE(port_found) << "Service " << m[1] << " has no port " << m[3];
     EXPECT_EQ(e.value("enableHTTPS", false), url.rfind("https", 0) == 0);
+    EXPECT_TRUE(e.value("enableHTTPS", false)) << "the extender serves HTTPS";
+    const json tls = e.value("tlsConfig", json::object());
+    EXPECT_TRUE(tls.contains("caFile") || tls.contains("caData")) << "the scheduler must trust certs.sh's CA";
+    if (tls.contains("serverName")) {
+      EXPECT_EQ(tls["serverName"], m[1].str() + "." + m[2].str() + ".svc");
+    }
     EXPECT_TRUE(e.value("nodeCacheCapable", false)) << "the extender keeps its own node cache";
 
     for (const char* verb : {"filterVerb", "prioritizeVerb", "bindVerb", "preemptVerb"}) {
@@ -311,6 +359,93 @@ TEST_F(Deploy, EveryDaemonHasADebian12Dockerfile) {
     EXPECT_EQ(last_from.rfind("FROM debian:12", 0), 0u) << Relative(entry.path()) << " runs on " << last_from;
   }
   EXPECT_EQ(built, (std::set<std::string>{"mgpu-scheduler-extender", "mgpu-device-plugin"}));
+}
+
+// The webhook is safe for the cluster and reaches the extender's /validate through its Service.
+TEST_F(Deploy, AdmissionWebhookIsSafeAndReachesTheExtender) {
+  std::vector<json> configs;
+  for (const Object& o : Objects())
+    if (o.Kind() == "ValidatingWebhookConfiguration") configs.push_back(o.doc);
+  ASSERT_EQ(configs.size(), 1u);
+  const std::string ns = MgpuNamespace();
+  std::set<std::string> resources;
+  for (const json& w : configs[0]["webhooks"]) {
+    const std::string name = w.value("name", "");
+    SCOPED_TRACE(name);
+    EXPECT_EQ(w.value("failurePolicy", ""), "Ignore") << "a down extender must never block the cluster";
+    EXPECT_EQ(w.value("sideEffects", ""), "None");
+    EXPECT_EQ(w.value("admissionReviewVersions", json()), json::array({"v1"}));
+    EXPECT_LE(w.value("timeoutSeconds", 10), 10);
+    const json& service = w["clientConfig"]["service"];
+    EXPECT_EQ(service.value("path", ""), "/validate");
+    const Object* target = Find("Service", service.value("namespace", ""), service.value("name", ""));
+    ASSERT_TRUE(target) << "the webhook calls a missing Service";
+    bool port_found = false;
+    for (const json& p : target->doc["spec"]["ports"])
+      port_found |= p.value("port", 0) == service.value("port", 443);
+    EXPECT_TRUE(port_found) << "the Service has no port " << service.value("port", 443);
+    // Only objects asking for an mgpu resource are sent, never mgpu's own namespace nor kube-system.
+    ASSERT_TRUE(w["matchConditions"].is_array());
+    for (const json& c : w["matchConditions"])
+      EXPECT_NE(c.value("expression", "").find("'" + Config().resource_domain + "/'"), std::string::npos);
+    const std::string selector = w["namespaceSelector"].dump();
+    for (const std::string& kept_out : {ns, std::string("kube-system")})
+      EXPECT_NE(selector.find("\"" + kept_out + "\""), std::string::npos) << selector;
+    for (const json& rule : w["rules"]) {
+      for (const json& r : rule["resources"]) {
+        resources.insert(r.get<std::string>());
+        if (r == "pods") {
+          EXPECT_EQ(rule["operations"], json::array({"CREATE"})) << "a live pod stays editable";
+        }
+      }
+    }
+  }
+  EXPECT_EQ(resources, (std::set<std::string>{"pods", "deployments", "statefulsets", "replicasets",
+                                              "daemonsets", "jobs", "cronjobs"}));
+}
+
+// scripts/certs.sh makes a CA and a serving certificate valid for the Service name the webhook and the
+// scheduler call, a Secret that carries them, and the caBundle; the extender serves with them.
+TEST_F(Deploy, CertsScriptMakesWhatTheExtenderServesAndItsCallersTrust) {
+  testing::TempDir dir;
+  const std::string out = dir.path() + "/certs";
+  ASSERT_EQ(std::system((kCertsScript.string() + " --out " + out + " > " + dir.path() + "/log 2>&1").c_str()),
+            0)
+      << ReadText(dir.path() + "/log");
+  const std::string host = "mgpu-scheduler-extender." + MgpuNamespace() + ".svc";
+  EXPECT_EQ(std::system(("openssl verify -CAfile " + out + "/ca.crt -verify_hostname " + host + " " + out +
+                         "/tls.crt > /dev/null")
+                            .c_str()),
+            0);
+  Result<std::vector<json>> secret = YamlDocumentsToJson(ReadText(out + "/secret.yaml"));
+  ASSERT_TRUE(secret.ok()) << secret.message();
+  ASSERT_EQ(secret->size(), 1u);
+  const json& s = secret->front();
+  EXPECT_EQ(s["kind"], "Secret");
+  EXPECT_EQ(s["type"], "kubernetes.io/tls");
+  EXPECT_EQ(s["metadata"]["namespace"], MgpuNamespace());
+  EXPECT_TRUE(MountsSecretAt("mgpu-scheduler-extender", "/etc/mgpu-tls"));
+  for (const char* key : {"tls.crt", "tls.key", "ca.crt"}) EXPECT_TRUE(s["data"].contains(key)) << key;
+  EXPECT_EQ(s["data"]["ca.crt"], ReadText(out + "/caBundle"));
+  EXPECT_NE(ReadText(dir.path() + "/log").find(ReadText(out + "/caBundle")), std::string::npos) << "printed";
+
+  testing::FakeApiServer api;
+  ASSERT_TRUE(api.Start().ok());
+  Config config;
+  config.extender.listen_address = "127.0.0.1:0";
+  config.extender.tls_cert_file = out + "/tls.crt";
+  config.extender.tls_key_file = out + "/tls.key";
+  extender::Daemon daemon(config);
+  kube::ClusterConfig cluster;
+  cluster.server = api.url();
+  ASSERT_TRUE(daemon.Start(cluster).ok());
+  httplib::SSLClient http("127.0.0.1", daemon.port());
+  http.enable_server_certificate_verification(
+      false);  // the name is the Service's, not 127.0.0.1 (checked above)
+  auto res = http.Post("/validate", "{}", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  daemon.Stop();
 }
 
 }  // namespace
