@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev libyaml-cpp-dev libcpp-httplib-dev
   libssl-dev zlib1g-dev libbrotli-dev libsimdjson-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev openssl
+  prometheus  # promtool and prometheus, for the tests of /metrics and deploy/monitoring/
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -239,6 +239,7 @@ TEST(Admission, ServedAtValidateEvenBeforeTheCacheIsReady) {
   auto bad = client.Post("/validate", "{", "application/json");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(client.Get("/metrics")->body.find("\nmgpu_extender_ready 0\n"), std::string::npos);
   EXPECT_NE(metrics.Render(*cache.Snapshot())
                 .find("mgpu_extender_requests_total{verb=\"validate\",code=\"200\"} 1"),
             std::string::npos);

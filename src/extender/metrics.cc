@@ -154,7 +154,25 @@ std::string Metrics::Render(const ClusterView& view) const {
           << EscapeLabelValue(v->state.name) << "\"} " << share << '\n';
     }
   }
+  // A pod stuck in the hand-off (DESIGN §5) stays in this family: the alert reads how long.
+  out << "# HELP mgpu_extender_pod_awaiting_allocation 1 for a pod placed on a node whose kubelet has "
+         "not yet confirmed its cards (no gpu-allocated).\n"
+         "# TYPE mgpu_extender_pod_awaiting_allocation gauge\n";
+  for (const NodeView* v : nodes) {
+    for (const PlacedPod& p : v->pods) {
+      if (p.allocated) continue;
+      out << "mgpu_extender_pod_awaiting_allocation{pod=\"" << EscapeLabelValue(p.key) << "\",node=\""
+          << EscapeLabelValue(v->state.name) << "\"} 1\n";
+    }
+  }
   return out.str();
+}
+
+std::string RenderReadiness(bool ready) {
+  return std::string(
+             "# HELP mgpu_extender_ready 1 when this replica answers the verbs (informers synced and "
+             "the leader).\n# TYPE mgpu_extender_ready gauge\nmgpu_extender_ready ") +
+         (ready ? "1" : "0") + "\n";
 }
 
 }  // namespace mgpu::extender

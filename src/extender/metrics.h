@@ -39,4 +39,7 @@ class Metrics {
   uint64_t bind_conflict_retries_ = 0;
 };
 
+// The mgpu_extender_ready gauge (the same answer as /readyz).
+std::string RenderReadiness(bool ready);
+
 }  // namespace mgpu::extender

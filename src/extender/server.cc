@@ -175,7 +175,8 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
     res.set_content(ready ? "ok\n" : "informers not synced\n", "text/plain");
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.Render(*cache_.Snapshot()), "text/plain; version=0.0.4");
+    res.set_content(metrics_.Render(*cache_.Snapshot()) + RenderReadiness(!ready_ || ready_()),
+                    "text/plain; version=0.0.4");
   });
   s.Get("/v1/nodes", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(NodesJson(cache_.Snapshot()->Nodes()).dump(), kJson);

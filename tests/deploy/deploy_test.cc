@@ -1,14 +1,15 @@
 // Everything under deploy/ agrees with the code, since kubectl cannot validate it offline. Every YAML file is
-// either Kubernetes manifests (each document with apiVersion, kind and a name), an mgpu config file (loads
-// with the daemons' own loader) or a sample-nodes file; files added later are covered the same way. Across
-// the manifests: namespaced objects sit in mgpu's namespace, the ConfigMaps and ServiceAccounts that
-// workloads and bindings name exist, every embedded mgpu config loads, and every KubeSchedulerConfiguration
-// reaches the extender's Service on the port the extender listens on, with verbs a running extender serves
-// and managed resources equal to those the device plugin registers. Every daemon has a Dockerfile on Debian
-// 12, and the mgpu images the manifests run carry the project's version. The extender serves HTTPS with the
-// Secret scripts/certs.sh makes, whose certificate names the Service that kube-scheduler and the admission
-// webhook call; the webhook reaches a path the extender answers, and is safe for the cluster (Ignore on
-// failure, no side effects, only pods and workloads asking for mgpu resources sent).
+// Prometheus configuration (promtool checks it in tests/monitoring/), Kubernetes manifests (each document
+// with apiVersion, kind and a name), an mgpu config file (loads with the daemons' own loader) or a
+// sample-nodes file; files added later are covered the same way. Across the manifests: namespaced objects sit
+// in mgpu's namespace, the ConfigMaps and ServiceAccounts that workloads and bindings name exist, every
+// embedded mgpu config loads, and every KubeSchedulerConfiguration reaches the extender's Service on the port
+// the extender listens on, with verbs a running extender serves and managed resources equal to those the
+// device plugin registers. Every daemon has a Dockerfile on Debian 12, and the mgpu images the manifests run
+// carry the project's version. The extender serves HTTPS with the Secret scripts/certs.sh makes, whose
+// certificate names the Service that kube-scheduler and the admission webhook call; the webhook reaches a
+// path the extender answers, and is safe for the cluster (Ignore on failure, no side effects, only pods and
+// workloads asking for mgpu resources sent).
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -85,6 +86,9 @@ class Deploy : public ::testing::Test {
       ASSERT_TRUE(docs.ok()) << Relative(path) << ": " << docs.message();
       ASSERT_FALSE(docs->empty()) << Relative(path) << " is empty";
       const json& first = docs->front();
+      if (first.is_object() && (first.contains("groups") || first.contains("scrape_configs"))) {
+        continue;  // Prometheus rules and scrape configuration: tests/monitoring/ runs promtool on them
+      }
       if (first.is_object() && first.contains("apiVersion")) {
         for (const json& doc : *docs) objects_.push_back({Relative(path), doc});
       } else if (first.is_array()) {
@@ -229,6 +233,34 @@ TEST_F(Deploy, WorkloadsAndBindingsNameObjectsThatExist) {
       EXPECT_TRUE(Find(role.value("kind", ""), role_ns, role.value("name", "")))
           << o.file << ": " << o.Kind() << " " << o.Name() << " refers to a missing "
           << role.value("kind", "");
+    }
+  }
+}
+
+// Every Service selects the pods of a workload in its namespace, on ports those pods declare.
+TEST_F(Deploy, ServicesSelectWorkloadsAndTheirPorts) {
+  for (const Object& service : Objects()) {
+    if (service.Kind() != "Service" || !Operational(service)) continue;
+    SCOPED_TRACE(service.file + ": Service " + service.Name());
+    const json selector = service.doc["spec"].value("selector", json::object());
+    ASSERT_FALSE(selector.empty());
+    const json* pod = nullptr;
+    for (const Object& o : objects_) {
+      if (!kWorkloads.count(o.Kind()) || o.Namespace() != service.Namespace()) continue;
+      const json labels = o.doc["spec"]["template"]["metadata"].value("labels", json::object());
+      bool selected = true;
+      for (const auto& [key, value] : selector.items()) selected &= labels.value(key, json()) == value;
+      if (selected) pod = &o.doc["spec"]["template"]["spec"];
+    }
+    ASSERT_TRUE(pod) << "selects no workload's pods";
+    for (const json& p : service.doc["spec"]["ports"]) {
+      const json target = p.value("targetPort", json(p.value("port", 0)));
+      bool declared = false;
+      for (const json& c : (*pod)["containers"])
+        for (const json& cp : c.value("ports", json::array()))
+          declared |=
+              target.is_string() ? cp.value("name", "") == target : cp.value("containerPort", 0) == target;
+      EXPECT_TRUE(declared) << "targetPort " << target << " is not a port of the selected pods";
     }
   }
 }
