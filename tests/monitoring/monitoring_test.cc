@@ -78,9 +78,46 @@ class Monitoring : public ::testing::Test {
     return targets;
   }
 
+  // Every daemon's /metrics text.
+  std::vector<std::string> MetricsTexts() {
+    std::vector<std::string> texts;
+    for (const std::string& target : Targets()) {
+      httplib::Client http("http://" + target);
+      httplib::Result res = http.Get("/metrics");
+      EXPECT_TRUE(res && res->status == 200) << target;
+      texts.push_back(res ? res->body : "");
+    }
+    return texts;
+  }
+
   TempDir dir_;
   std::unique_ptr<LocalCluster> cluster_;
 };
+
+// The metric names a PromQL expression reads: what is left once quoted strings, label matchers, ranges,
+// grouping label lists, function calls and operators are taken out.
+std::set<std::string> MetricNames(std::string expr) {
+  for (const char* drop : {R"("(?:[^"\\]|\\.)*")", R"(\{[^}]*\})", R"(\[[^\]]*\])",
+                           R"(\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\))"})
+    expr = std::regex_replace(expr, std::regex(drop), " ");
+  static const std::set<std::string> kOperators = {"and", "or", "unless", "bool", "offset"};
+  std::set<std::string> names;
+  const std::regex identifier(R"(([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\(?))");
+  for (std::sregex_iterator it(expr.begin(), expr.end(), identifier), end; it != end; ++it) {
+    if ((*it)[2].length() > 0 || kOperators.count((*it)[1])) continue;  // a function, or an operator
+    const auto at = it->position(0);
+    if (at > 0 && (std::isdigit(static_cast<unsigned char>(expr[at - 1])) || expr[at - 1] == '.')) continue;
+    names.insert((*it)[1]);
+  }
+  return names;
+}
+
+TEST(MetricNamesTest, KeepsOnlyTheSeriesNames) {
+  EXPECT_EQ(MetricNames(R"(histogram_quantile(0.99, sum by (verb, le) (rate(a_bucket{x="y}"}[5m]))))"),
+            (std::set<std::string>{"a_bucket"}));
+  EXPECT_EQ(MetricNames("count(m:r == 0) or vector(0) and on(instance) (b == 1e3)"),
+            (std::set<std::string>{"m:r", "b"}));
+}
 
 TEST_F(Monitoring, PromtoolAcceptsBothDaemonsMetrics) {
   if (!Installed("promtool")) GTEST_SKIP() << "promtool" << kMissing;
@@ -155,6 +192,66 @@ TEST_F(Monitoring, PromtoolAcceptsTheScrapeConfigurationAndTheRules) {
     }
   }
   EXPECT_EQ(jobs.size(), 2u);
+}
+
+// Every query of the Grafana dashboard names series the daemons export (histograms by their _bucket, _sum and
+// _count) or the rules record, and the rules read exported series only.
+TEST_F(Monitoring, DashboardAndRulesQueryOnlyWhatTheDaemonsExport) {
+  StartDemo();
+  std::set<std::string> exported;
+  const std::regex type_line(R"(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (\w+))");
+  for (const std::string& text : MetricsTexts()) {
+    for (std::sregex_iterator it(text.begin(), text.end(), type_line), end; it != end; ++it) {
+      exported.insert((*it)[1]);
+      if ((*it)[2] == "histogram")
+        for (const char* suffix : {"_bucket", "_sum", "_count"}) exported.insert((*it)[1].str() + suffix);
+    }
+  }
+  ASSERT_GT(exported.size(), 20u);
+
+  Result<std::vector<json>> rules = YamlDocumentsToJson(ReadText(kMonitoring + "mgpu-rules.yml"));
+  ASSERT_TRUE(rules.ok()) << rules.message();
+  std::set<std::string> known = exported;
+  for (const json& group : rules->front()["groups"])
+    for (const json& rule : group["rules"])
+      if (rule.contains("record")) known.insert(rule["record"].get<std::string>());
+  for (const json& group : rules->front()["groups"]) {
+    for (const json& rule : group["rules"]) {
+      const std::set<std::string> names = MetricNames(rule.value("expr", ""));
+      EXPECT_FALSE(names.empty()) << rule.dump();
+      for (const std::string& name : names)
+        EXPECT_TRUE(exported.count(name)) << rule.value("record", rule.value("alert", "")) << " reads "
+                                          << name << ", which no daemon exports";
+    }
+  }
+
+  const json dashboard = json::parse(ReadText(kMonitoring + "mgpu-dashboard.json"), nullptr, false);
+  ASSERT_TRUE(dashboard.is_object()) << "mgpu-dashboard.json is not JSON";
+  std::vector<std::string> queries;
+  for (const json& variable : dashboard["templating"]["list"]) {
+    std::smatch series;  // Grafana's label_values(series, label): the label is no series
+    const std::string definition = variable.value("definition", "");
+    if (std::regex_match(definition, series, std::regex(R"(label_values\((.+),\s*\w+\))")))
+      queries.push_back(series[1]);
+    else if (variable.value("type", "") == "query")
+      queries.push_back(definition);
+  }
+  std::set<int> ids;
+  for (const json& panel : dashboard["panels"]) {
+    EXPECT_TRUE(ids.insert(panel.value("id", 0)).second) << "panel id " << panel.value("id", 0) << " twice";
+    if (panel.value("type", "") == "row") continue;
+    EXPECT_FALSE(panel.value("targets", json::array()).empty()) << panel.value("title", "");
+    for (const json& target : panel.value("targets", json::array()))
+      queries.push_back(target.value("expr", ""));
+  }
+  ASSERT_GE(queries.size(), 20u);
+  for (const std::string& query : queries) {
+    const std::set<std::string> names = MetricNames(query);
+    EXPECT_FALSE(names.empty()) << query;
+    for (const std::string& name : names)
+      EXPECT_TRUE(known.count(name)) << query << " reads " << name
+                                     << ", which no daemon exports nor rule records";
+  }
 }
 
 // A real Prometheus on loopback, scraping the demo's three daemons every second with deploy/'s rules.
