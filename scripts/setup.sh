@@ -12,6 +12,9 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev openssl
   prometheus  # promtool and prometheus, for the tests of /metrics and deploy/monitoring/
 )
+# kubectl for the kustomize test (Debian's kubernetes-client); a kubectl already installed by another package
+# owns /usr/bin/kubectl, and is used instead.
+command -v kubectl >/dev/null || packages+=(kubernetes-client)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -89,6 +89,10 @@ class Deploy : public ::testing::Test {
       if (first.is_object() && (first.contains("groups") || first.contains("scrape_configs"))) {
         continue;  // Prometheus rules and scrape configuration: tests/monitoring/ runs promtool on them
       }
+      if (first.is_object() && first.value("kind", "") == "Kustomization") {
+        kustomizations_.push_back(Relative(path.parent_path()));
+        continue;  // rendered by kubectl kustomize in KustomizeRendersExactlyTheManifests
+      }
       if (first.is_object() && first.contains("apiVersion")) {
         for (const json& doc : *docs) objects_.push_back({Relative(path), doc});
       } else if (first.is_array()) {
@@ -105,6 +109,7 @@ class Deploy : public ::testing::Test {
 
   static void TearDownTestSuite() {
     objects_.clear();
+    kustomizations_.clear();
     config_files_ = 0;
   }
 
@@ -167,6 +172,7 @@ class Deploy : public ::testing::Test {
   }
 
   static inline std::vector<Object> objects_;
+  static inline std::vector<std::string> kustomizations_;  // their folders, relative to deploy/
   static inline int config_files_ = 0;
 };
 
@@ -391,6 +397,64 @@ TEST_F(Deploy, EveryDaemonHasADebian12Dockerfile) {
     EXPECT_EQ(last_from.rfind("FROM debian:12", 0), 0u) << Relative(entry.path()) << " runs on " << last_from;
   }
   EXPECT_EQ(built, (std::set<std::string>{"mgpu-scheduler-extender", "mgpu-device-plugin"}));
+}
+
+// `kubectl kustomize` (Debian's kubernetes-client, or MGPU_KUBECTL) renders deploy/, its base and both
+// scheduler-mode overlays to exactly the objects of deploy/'s files, which the tests above check; the
+// generated ConfigMaps carry the monitoring files as they are. Together the overlays cover every manifest.
+TEST_F(Deploy, KustomizeRendersExactlyTheManifests) {
+  const char* env = std::getenv("MGPU_KUBECTL");
+  const std::string kubectl = env && *env ? env : "kubectl";
+  if (std::system(("command -v " + kubectl + " > /dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << kubectl
+                 << " is not installed (Debian package kubernetes-client, which scripts/setup.sh installs)";
+  const std::vector<std::string> roots = {".", "base", "overlays/scheduler-extender",
+                                          "overlays/second-scheduler"};
+  for (const std::string& root : roots) {
+    EXPECT_NE(std::find(kustomizations_.begin(), kustomizations_.end(), root), kustomizations_.end()) << root;
+  }
+  testing::TempDir dir;
+  std::map<std::string, std::set<std::string>> rendered;  // root -> "Kind namespace/name"
+  for (const std::string& root : roots) {
+    SCOPED_TRACE(root);
+    const std::string out = dir.path() + "/out.yaml", err = dir.path() + "/err.txt";
+    ASSERT_EQ(std::system(
+                  (kubectl + " kustomize " + (kDeploy / root).string() + " > " + out + " 2> " + err).c_str()),
+              0)
+        << ReadText(err);
+    Result<std::vector<json>> docs = YamlDocumentsToJson(ReadText(out));
+    ASSERT_TRUE(docs.ok()) << docs.message();
+    for (const json& doc : *docs) {
+      const Object o{root, doc};
+      rendered[root].insert(o.Kind() + " " + o.Namespace() + "/" + o.Name());
+      if (const Object* file = Find(o.Kind(), o.Namespace(), o.Name())) {
+        EXPECT_EQ(doc, file->doc) << o.Kind() << " " << o.Name() << " differs from " << file->file;
+        continue;
+      }
+      ASSERT_EQ(o.Kind(), "ConfigMap") << o.Name() << " is in no file under deploy/";
+      ASSERT_EQ(doc["data"].size(), 1u) << o.Name();
+      for (const auto& [key, text] : doc["data"].items())
+        EXPECT_EQ(text, ReadText(kDeploy / "monitoring" / key)) << o.Name();
+    }
+  }
+  EXPECT_EQ(rendered["."], rendered["base"]);
+  EXPECT_EQ(rendered["overlays/scheduler-extender"], rendered["base"]);
+  std::set<std::string> second_only;
+  for (const std::string& o : rendered["overlays/second-scheduler"])
+    if (!rendered["base"].count(o)) second_only.insert(o);
+  EXPECT_EQ(second_only,
+            (std::set<std::string>{
+                "Deployment mgpu-system/mgpu-scheduler", "ConfigMap mgpu-system/mgpu-scheduler-config",
+                "ServiceAccount mgpu-system/mgpu-scheduler", "Role mgpu-system/mgpu-scheduler-lease",
+                "RoleBinding mgpu-system/mgpu-scheduler-lease",
+                "RoleBinding kube-system/mgpu-scheduler-authentication-reader",
+                "ClusterRoleBinding /mgpu-scheduler-as-kube-scheduler",
+                "ClusterRoleBinding /mgpu-scheduler-as-volume-scheduler"}));
+  for (const Object& o : Objects()) {
+    if (!Operational(o) || kComponentConfigs.count(o.Kind())) continue;
+    EXPECT_TRUE(rendered["overlays/second-scheduler"].count(o.Kind() + " " + o.Namespace() + "/" + o.Name()))
+        << o.file << ": " << o.Kind() << " " << o.Name() << " is in no kustomization";
+  }
 }
 
 // The webhook is safe for the cluster and reaches the extender's /validate through its Service.

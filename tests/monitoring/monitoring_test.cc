@@ -156,7 +156,7 @@ TEST_F(Monitoring, PromtoolAcceptsTheScrapeConfigurationAndTheRules) {
   ASSERT_TRUE(scrape.ok()) << scrape.message();
   Result<std::vector<json>> services = YamlDocumentsToJson(ReadText(kMonitoring + "services.yaml"));
   ASSERT_TRUE(services.ok()) << services.message();
-  Result<std::vector<json>> deploy_config = YamlDocumentsToJson(ReadText(kSource + "/deploy/config.yaml"));
+  Result<std::vector<json>> deploy_config = YamlDocumentsToJson(ReadText(kSource + "/deploy/base/config.yaml"));
   ASSERT_TRUE(deploy_config.ok());
   Result<Config> mgpu =
       ParseConfig(deploy_config->front()["data"]["config.yaml"].get<std::string>(), "config");
