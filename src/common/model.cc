@@ -95,4 +95,10 @@ const ContainerAssignment* Assignment::Find(std::string_view container) const {
   return nullptr;
 }
 
+double GpuShare(const CardShare& piece, int64_t card_memory_mib) {
+  const double memory =
+      card_memory_mib > 0 ? static_cast<double>(piece.memory_mib) / static_cast<double>(card_memory_mib) : 0;
+  return std::max(std::max(piece.core, piece.reclaimed_core) / 100.0, memory);
+}
+
 }  // namespace mgpu

@@ -135,6 +135,10 @@ struct CardShare {
   bool operator==(const CardShare&) const = default;
 };
 
+// The seeds' billing formula for one piece: max(core / 100, memory / card memory), the core being online or
+// reclaimed; a pod's GPU share is the sum over its pieces. 0 memory share when the card's memory is unknown.
+double GpuShare(const CardShare& piece, int64_t card_memory_mib);
+
 struct ContainerAssignment {
   std::string container;
   std::vector<CardShare> cards;

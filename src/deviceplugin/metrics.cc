@@ -123,10 +123,7 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
       for (const auto& piece : c.cards) {
         auto card =
             std::find_if(s.cards.begin(), s.cards.end(), [&](const Card& k) { return k.uuid == piece.uuid; });
-        const double memory = card != s.cards.end() && card->memory_mib > 0
-                                  ? static_cast<double>(piece.memory_mib) / card->memory_mib
-                                  : 0.0;
-        share += std::max(std::max(piece.core, piece.reclaimed_core) / 100.0, memory);
+        share += GpuShare(piece, card != s.cards.end() ? card->memory_mib : 0);
       }
     }
     const auto slash = pod.find('/');

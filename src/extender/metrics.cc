@@ -141,17 +141,8 @@ std::string Metrics::Render(const ClusterView& view) const {
          "# TYPE mgpu_extender_pod_gpu_share gauge\n";
   for (const NodeView* v : nodes) {
     for (const PlacedPod& p : v->pods) {
-      double share = 0;
-      for (const ContainerAssignment& ca : p.assignment.containers) {
-        for (const CardShare& s : ca.cards) {
-          const CardState* card = v->state.FindCard(s.uuid);
-          const double capacity_mib = card ? static_cast<double>(card->capacity_mib) : 0;
-          share += std::max(std::max(s.core, s.reclaimed_core) / 100.0,
-                            capacity_mib > 0 ? static_cast<double>(s.memory_mib) / capacity_mib : 0);
-        }
-      }
       out << "mgpu_extender_pod_gpu_share{pod=\"" << EscapeLabelValue(p.key) << "\",node=\""
-          << EscapeLabelValue(v->state.name) << "\"} " << share << '\n';
+          << EscapeLabelValue(v->state.name) << "\"} " << PodGpuShare(*v, p) << '\n';
     }
   }
   // A pod stuck in the hand-off (DESIGN §5) stays in this family: the alert reads how long.
@@ -166,6 +157,17 @@ std::string Metrics::Render(const ClusterView& view) const {
     }
   }
   return out.str();
+}
+
+double PodGpuShare(const NodeView& node, const PlacedPod& pod) {
+  double share = 0;
+  for (const ContainerAssignment& container : pod.assignment.containers) {
+    for (const CardShare& piece : container.cards) {
+      const CardState* card = node.state.FindCard(piece.uuid);
+      share += GpuShare(piece, card ? card->capacity_mib : 0);
+    }
+  }
+  return share;
 }
 
 std::string RenderReadiness(bool ready) {
