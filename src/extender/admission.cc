@@ -24,21 +24,16 @@ struct Subject {
   std::optional<Annotations> workload;
 };
 
-// Where each workload kind keeps its pod template, and the object whose annotations its pods' controller
-// carries (relative to the workload).
+// The workload kinds whose pod template is judged; a CronJob's is in its jobTemplate, whose annotations its
+// Jobs (its pods' controllers) carry.
 struct TemplateKind {
   const char* group;
   const char* kind;
-  std::initializer_list<const char*> template_path;
-  std::initializer_list<const char*> controller_path;
+  bool in_job_template;
 };
-const TemplateKind kTemplateKinds[] = {
-    {"apps", "Deployment", {"spec", "template"}, {}},
-    {"apps", "StatefulSet", {"spec", "template"}, {}},
-    {"apps", "ReplicaSet", {"spec", "template"}, {}},
-    {"apps", "DaemonSet", {"spec", "template"}, {}},
-    {"batch", "Job", {"spec", "template"}, {}},
-    {"batch", "CronJob", {"spec", "jobTemplate", "spec", "template"}, {"spec", "jobTemplate"}},
+constexpr TemplateKind kTemplateKinds[] = {
+    {"apps", "Deployment", false}, {"apps", "StatefulSet", false}, {"apps", "ReplicaSet", false},
+    {"apps", "DaemonSet", false},  {"batch", "Job", false},        {"batch", "CronJob", true},
 };
 
 std::optional<Subject> SubjectOf(const json& object, const std::string& group, const std::string& kind,
@@ -53,12 +48,13 @@ std::optional<Subject> SubjectOf(const json& object, const std::string& group, c
   }
   for (const TemplateKind& t : kTemplateKinds) {
     if (group != t.group || kind != t.kind) continue;
-    const json& tmpl = At(object, t.template_path);
+    const json& controller = t.in_job_template ? At(object, {"spec", "jobTemplate"}) : object;
+    const json& tmpl = At(controller, {"spec", "template"});
     json meta = At(tmpl, {"metadata"}).is_object() ? At(tmpl, {"metadata"}) : json::object();
     meta["namespace"] = ns;
     meta["name"] = kube::MetadataString(object, "name");
     json pod = {{"metadata", std::move(meta)}, {"spec", At(tmpl, {"spec"})}};
-    return Subject{std::move(pod), AnnotationsOf(At(object, t.controller_path))};
+    return Subject{std::move(pod), AnnotationsOf(controller)};
   }
   return std::nullopt;
 }
