@@ -1,6 +1,7 @@
 // Everything under deploy/ agrees with the code, since kubectl cannot validate it offline. Every YAML file is
-// Prometheus configuration (promtool checks it in tests/monitoring/), Kubernetes manifests (each document
-// with apiVersion, kind and a name), an mgpu config file (loads with the daemons' own loader) or a
+// Prometheus configuration (promtool checks it in tests/monitoring/), a kustomization (kubectl kustomize must
+// render exactly the manifests below, base and both scheduler-mode overlays), Kubernetes manifests (each
+// document with apiVersion, kind and a name), an mgpu config file (loads with the daemons' own loader) or a
 // sample-nodes file; files added later are covered the same way. Across the manifests: namespaced objects sit
 // in mgpu's namespace, the ConfigMaps and ServiceAccounts that workloads and bindings name exist, every
 // embedded mgpu config loads, and every KubeSchedulerConfiguration reaches the extender's Service on the port
@@ -9,7 +10,7 @@
 // carry the project's version. The extender serves HTTPS with the Secret scripts/certs.sh makes, whose
 // certificate names the Service that kube-scheduler and the admission webhook call; the webhook reaches a
 // path the extender answers, and is safe for the cluster (Ignore on failure, no side effects, only pods and
-// workloads asking for mgpu resources sent).
+// workloads asking for mgpu resources sent). Every Service selects a workload's pods on ports they declare.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -524,6 +525,34 @@ TEST_F(Deploy, CertsScriptMakesWhatTheExtenderServesAndItsCallersTrust) {
   for (const char* key : {"tls.crt", "tls.key", "ca.crt"}) EXPECT_TRUE(s["data"].contains(key)) << key;
   EXPECT_EQ(s["data"]["ca.crt"], ReadText(out + "/caBundle"));
   EXPECT_NE(ReadText(dir.path() + "/log").find(ReadText(out + "/caBundle")), std::string::npos) << "printed";
+
+  // --apply, with a kubectl that records what it is asked and knows a configuration of three webhooks.
+  const std::string calls = dir.path() + "/kubectl-calls";
+  fs::create_directories(dir.path() + "/bin");
+  const std::string stub = dir.Write(
+      "bin/kubectl", "#!/bin/sh\necho \"$*\" >> " + calls + "\ncase \"$1\" in get) printf xxx ;; esac\n");
+  ASSERT_EQ(std::system(("chmod +x " + stub).c_str()), 0);
+  ASSERT_EQ(std::system(("PATH=" + dir.path() + "/bin:$PATH " + kCertsScript.string() + " --out " +
+                         dir.path() + "/applied --apply > " + dir.path() + "/log 2>&1")
+                            .c_str()),
+            0)
+      << ReadText(dir.path() + "/log");
+  const std::string bundle = ReadText(dir.path() + "/applied/caBundle");
+  std::istringstream lines(ReadText(calls));
+  std::vector<std::string> call;
+  for (std::string line; std::getline(lines, line);) call.push_back(line);
+  ASSERT_EQ(call.size(), 3u) << ReadText(calls);
+  EXPECT_EQ(call[0], "apply -f " + dir.path() + "/applied/secret.yaml");
+  EXPECT_EQ(call[1].rfind("get validatingwebhookconfiguration mgpu-scheduler-extender", 0), 0u) << call[1];
+  EXPECT_EQ(call[2].rfind("patch validatingwebhookconfiguration mgpu-scheduler-extender --type=json -p ", 0),
+            0u);
+  const json patch = json::parse(call[2].substr(call[2].find('[')), nullptr, false);
+  ASSERT_TRUE(patch.is_array()) << call[2];
+  ASSERT_EQ(patch.size(), 3u);
+  for (size_t i = 0; i < patch.size(); ++i) {
+    EXPECT_EQ(patch[i]["path"], "/webhooks/" + std::to_string(i) + "/clientConfig/caBundle");
+    EXPECT_EQ(patch[i]["value"], bundle);
+  }
 
   testing::FakeApiServer api;
   ASSERT_TRUE(api.Start().ok());
