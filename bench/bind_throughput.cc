@@ -36,6 +36,7 @@
 #include "common/config.h"
 #include "common/daemon.h"
 #include "support/fake_apiserver.h"
+#include "support/test_env.h"
 
 extern char** environ;
 
@@ -84,21 +85,6 @@ json PodObject(const std::string& name, const Shape& shape) {
           {"status", {{"phase", "Pending"}}}};
 }
 
-// A port nothing listens on: bound, read and closed (never listened on, so no connection can queue there).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
-
 int64_t RssKiB(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);)
@@ -108,7 +94,7 @@ int64_t RssKiB(pid_t pid) {
 
 class Extender {
  public:
-  Extender(const FakeApiServer& api, const std::string& dir) : port_(FreePort()) {
+  Extender(const FakeApiServer& api, const std::string& dir) : port_(testing::FreePort()) {
     const std::string kubeconfig = dir + "/kubeconfig", config = dir + "/config.yaml";
     std::ofstream(kubeconfig) << api.KubeconfigYaml();
     std::ofstream(config) << "extender:\n  listenAddress: 127.0.0.1:" << port_ << "\n";

@@ -10,7 +10,11 @@ packages=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev libyaml-cpp-dev libcpp-httplib-dev
   libssl-dev zlib1g-dev libbrotli-dev libsimdjson-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev openssl
+  prometheus  # promtool and prometheus, for the tests of /metrics and deploy/monitoring/
 )
+# kubectl for the kustomize test (Debian's kubernetes-client); a kubectl already installed by another package
+# owns /usr/bin/kubectl, and is used instead.
+command -v kubectl >/dev/null || packages+=(kubernetes-client)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

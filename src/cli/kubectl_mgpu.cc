@@ -1,6 +1,9 @@
 #include "cli/kubectl_mgpu.h"
 
+#include <httplib.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <ostream>
 #include <set>
@@ -12,6 +15,8 @@
 #include "common/kube/client.h"
 #include "common/kube/kubeconfig.h"
 #include "common/text_table.h"
+#include "extender/extender.h"
+#include "extender/metrics.h"
 #include "extender/server.h"
 #include "common/kube/workload.h"
 
@@ -21,13 +26,23 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kUsage =
-    "Shows how mgpu's GPU cards are shared, per node and card, as the scheduler extender sees them.\n"
+    "Shows how mgpu's GPU cards are shared, as the scheduler extender sees them.\n"
     "\n"
     "Usage:\n"
-    "  kubectl mgpu nodes [NODE...] [-o table|json] [--kubeconfig FILE] [--context NAME]\n"
-    "                     [--config FILE] [--resource-domain D]\n"
+    "  kubectl mgpu nodes [NODE...] [-o table|json] [flags]   per node and card: allocation and pods\n"
+    "  kubectl mgpu pods [NODE...] [-n NAMESPACE] [-o table|json] [flags]\n"
+    "                    which pod holds which slice of which card, and its GPU share (for billing)\n"
+    "  kubectl mgpu why POD [-n NAMESPACE] [--extender URL [--extender-ca FILE | "
+    "--insecure-skip-tls-verify]]\n"
+    "                   [flags]   the extender filter's answer for every node: fits, or why not\n"
     "\n"
-    "  -o, --output        table (default) or json (the extender's /v1/nodes format)\n"
+    "  -o, --output        table (default) or json (nodes: the extender's /v1/nodes format)\n"
+    "  -n, --namespace     pods: only this namespace (default: all); why: the pod's (default: default)\n"
+    "  --extender          why: ask this running extender's /filter (its live cache), e.g. after\n"
+    "                      kubectl -n mgpu-system port-forward svc/mgpu-scheduler-extender 12345;\n"
+    "                      default: run the extender's filter here over what the API server holds\n"
+    "  --extender-ca       why: the CA of the extender's certificate (scripts/certs.sh's ca.crt)\n"
+    "  --insecure-skip-tls-verify  why: do not check the extender's certificate\n"
     "  --kubeconfig        kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)\n"
     "  --context           kubeconfig context (default: the current one)\n"
     "  --config            the mgpu config file, for its resourceDomain, memoryUnitMiB and\n"
@@ -38,8 +53,12 @@ constexpr std::string_view kUsage =
 
 struct Options {
   std::string command;
-  std::vector<std::string> nodes;
+  std::vector<std::string> args;  // nodes, or the pod of why
   std::string output = "table";
+  std::string ns;
+  std::string extender;
+  std::string extender_ca;
+  bool insecure = false;
   std::string kubeconfig;
   std::string context;
   std::string config_file;
@@ -55,6 +74,10 @@ Result<Options> ParseArgs(const std::vector<std::string>& args) {
       {"--context", &Options::context},
       {"--config", &Options::config_file},
       {"--resource-domain", &Options::domain},
+      {"-n", &Options::ns},
+      {"--namespace", &Options::ns},
+      {"--extender", &Options::extender},
+      {"--extender-ca", &Options::extender_ca},
   };
   Options o;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -63,11 +86,15 @@ Result<Options> ParseArgs(const std::vector<std::string>& args) {
       o.help = true;
       continue;
     }
+    if (a == "--insecure-skip-tls-verify") {
+      o.insecure = true;
+      continue;
+    }
     if (a.empty() || a[0] != '-') {
       if (o.command.empty())
         o.command = a;
       else
-        o.nodes.push_back(a);
+        o.args.push_back(a);
       continue;
     }
     // --flag value, --flag=value, -o value, -ojson
@@ -91,9 +118,13 @@ Result<Options> ParseArgs(const std::vector<std::string>& args) {
     o.*(flag->second) = value;
   }
   if (o.help) return o;
-  if (o.command != "nodes") {
-    return Error{o.command.empty() ? "missing command (nodes)" : "unknown command \"" + o.command + "\""};
+  if (o.command != "nodes" && o.command != "pods" && o.command != "why") {
+    return Error{o.command.empty() ? "missing command (nodes, pods or why)"
+                                   : "unknown command \"" + o.command + "\""};
   }
+  if (o.command == "why" && o.args.size() != 1) return Error{"why takes one pod name"};
+  if (o.command != "why" && (!o.extender.empty() || !o.extender_ca.empty() || o.insecure))
+    return Error{"--extender, --extender-ca and --insecure-skip-tls-verify are flags of why"};
   if (o.output != "table" && o.output != "json") {
     return Error{"unknown output format \"" + o.output + "\" (table or json)"};
   }
@@ -135,6 +166,117 @@ int64_t DetectMemoryUnit(const json& nodes, const std::string& inventory_key, in
 
 std::string Fraction(int64_t used, int64_t total) {
   return std::to_string(used) + "/" + std::to_string(total);
+}
+
+std::string Share(double share) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", share);
+  return text;
+}
+
+// The pods holding cards on `nodes` (of namespace `ns`, or all when empty), sorted by namespace/name.
+std::vector<std::pair<const extender::NodeView*, const extender::PlacedPod*>> PodsOn(
+    const std::vector<const extender::NodeView*>& nodes, const std::string& ns) {
+  std::vector<std::pair<const extender::NodeView*, const extender::PlacedPod*>> pods;
+  for (const extender::NodeView* node : nodes)
+    for (const extender::PlacedPod& pod : node->pods)
+      if (ns.empty() || pod.key.rfind(ns + "/", 0) == 0) pods.emplace_back(node, &pod);
+  std::sort(pods.begin(), pods.end(),
+            [](const auto& a, const auto& b) { return a.second->key < b.second->key; });
+  return pods;
+}
+
+std::string PodsTable(const std::vector<const extender::NodeView*>& nodes, const std::string& ns) {
+  std::vector<std::vector<std::string>> rows = {
+      {"POD", "NODE", "STATE", "SHARE", "CONTAINER", "CARD", "CORE", "RECLAIMED", "MEMORY(MiB)"}};
+  for (const auto& [node, pod] : PodsOn(nodes, ns)) {
+    const std::string state = pod->allocated ? "allocated" : "assigned";
+    for (const ContainerAssignment& container : pod->assignment.containers) {
+      for (const CardShare& piece : container.cards) {
+        const CardState* card = node->state.FindCard(piece.uuid);
+        rows.push_back({pod->key, node->state.name, state, Share(extender::PodGpuShare(*node, *pod)),
+                        container.container, card ? std::to_string(card->card.index) : piece.uuid,
+                        std::to_string(piece.core), std::to_string(piece.reclaimed_core),
+                        std::to_string(piece.memory_mib)});
+      }
+    }
+  }
+  return FormatTable(rows);
+}
+
+json PodsJson(const std::vector<const extender::NodeView*>& nodes, const std::string& ns) {
+  json pods = json::array();
+  for (const auto& [node, pod] : PodsOn(nodes, ns)) {
+    json containers = json::array();
+    for (const ContainerAssignment& container : pod->assignment.containers) {
+      json cards = json::array();
+      for (const CardShare& piece : container.cards) {
+        const CardState* card = node->state.FindCard(piece.uuid);
+        cards.push_back({{"index", card ? json(card->card.index) : json(nullptr)},
+                         {"uuid", piece.uuid},
+                         {"core", piece.core},
+                         {"reclaimedCore", piece.reclaimed_core},
+                         {"memoryMiB", piece.memory_mib}});
+      }
+      containers.push_back({{"name", container.container}, {"cards", cards}});
+    }
+    pods.push_back({{"pod", pod->key},
+                    {"uid", pod->uid},
+                    {"node", node->state.name},
+                    {"allocated", pod->allocated},
+                    {"share", extender::PodGpuShare(*node, *pod)},
+                    {"containers", containers}});
+  }
+  return {{"pods", pods}};
+}
+
+// The filter's answer for every node, as kube-scheduler reads it.
+struct Verdicts {
+  std::set<std::string> fits;
+  std::map<std::string, std::string> failed, unresolvable;
+  std::string error;
+};
+
+// POSTs `args` to a running extender's /filter.
+Result<Verdicts> AskExtender(const Options& options, const std::string& body) {
+  httplib::Client http(options.extender);
+  if (!http.is_valid()) return Error{"--extender " + options.extender + " is not a scheme://host:port URL"};
+  if (!options.extender_ca.empty()) http.set_ca_cert_path(options.extender_ca.c_str());
+  if (options.insecure) http.enable_server_certificate_verification(false);
+  http.set_read_timeout(std::chrono::seconds(30));
+  httplib::Result res = http.Post("/filter", body, "application/json");
+  if (!res)
+    return Error{"cannot reach the extender at " + options.extender + ": " + httplib::to_string(res.error())};
+  const json reply = json::parse(res->body, nullptr, false);
+  if (res->status != 200 || !reply.is_object())
+    return Error{"the extender at " + options.extender + " answered HTTP " + std::to_string(res->status)};
+  Verdicts v;
+  for (const json& name : reply.value("NodeNames", json::array()))
+    if (name.is_string()) v.fits.insert(name.get<std::string>());
+  for (const auto& [key, map] :
+       {std::pair{"FailedNodes", &v.failed}, {"FailedAndUnresolvableNodes", &v.unresolvable}}) {
+    const json reasons = reply.value(key, json::object());
+    for (const auto& [node, reason] : reasons.items())
+      if (reason.is_string()) (*map)[node] = reason.get<std::string>();
+  }
+  if (reply.value("Error", json()).is_string()) v.error = reply["Error"];
+  return v;
+}
+
+std::string WhyTable(const std::vector<std::string>& nodes, const Verdicts& v) {
+  std::vector<std::vector<std::string>> rows = {{"NODE", "RESULT", "REASON"}};
+  for (const std::string& node : nodes) {
+    if (v.fits.count(node)) {
+      rows.push_back({node, "fits", "-"});
+    } else if (auto it = v.unresolvable.find(node); it != v.unresolvable.end()) {
+      rows.push_back({node, "cannot fit", it->second});
+    } else if (auto f = v.failed.find(node); f != v.failed.end()) {
+      rows.push_back({node, "does not fit", f->second});
+    } else {
+      rows.push_back({node, "does not fit", "the extender gave no reason"});
+    }
+  }
+  return FormatTable(rows);
 }
 
 }  // namespace
@@ -238,9 +380,47 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
         << " annotation; is mgpu-device-plugin running on the GPU nodes?\n";
     return kExitNoNodes;
   }
-  if (!options->nodes.empty()) {
+  if (options->command == "why") {
+    const std::string ns = options->ns.empty() ? "default" : options->ns;
+    const std::string& name = options->args.front();
+    kube::ApiResult pod = (*client)->GetPod(ns, name);
+    if (!pod.ok()) {
+      err << "kubectl-mgpu: cannot read pod " << ns << "/" << name << " from " << server << ": "
+          << pod.message() << "\n";
+      return kExitApi;
+    }
+    std::vector<std::string> names;
+    for (const json& node : node_items) names.push_back(kube::MetadataString(node, "name"));
+    std::sort(names.begin(), names.end());
+    const std::string body = json{{"Pod", *pod}, {"NodeNames", names}, {"Nodes", nullptr}}.dump();
+    Result<Verdicts> verdicts = Verdicts{};
+    if (options->extender.empty()) {
+      Result<extender::ExtenderArgs> args = extender::ExtenderArgs::Parse(body);
+      if (!args.ok()) {
+        err << "kubectl-mgpu: " << args.message() << "\n";
+        return kExitApi;
+      }
+      extender::Metrics metrics;
+      extender::Extender filter(cache, nullptr, &workloads, metrics);
+      const extender::FilterResult result = filter.Filter(*args);
+      for (size_t i : result.passed) verdicts->fits.insert(names[i]);
+      verdicts->failed = result.failed;
+      verdicts->unresolvable = result.unresolvable;
+      verdicts->error = result.error;
+    } else {
+      verdicts = AskExtender(*options, body);
+    }
+    if (!verdicts.ok() || !verdicts->error.empty()) {
+      err << "kubectl-mgpu: "
+          << (verdicts.ok() ? "the extender answered: " + verdicts->error : verdicts.message()) << "\n";
+      return kExitApi;
+    }
+    out << WhyTable(names, *verdicts);
+    return 0;
+  }
+  if (!options->args.empty()) {
     std::vector<const extender::NodeView*> chosen;
-    for (const std::string& name : options->nodes) {
+    for (const std::string& name : options->args) {
       const extender::NodeView* node = snapshot->Find(name);
       if (!node) {
         err << "kubectl-mgpu: node " << name << " has no " << config.Names().gpu_inventory
@@ -254,6 +434,13 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     });
     chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
     view = std::move(chosen);
+  }
+  if (options->command == "pods") {
+    if (options->output == "json")
+      out << PodsJson(view, options->ns).dump(2) << "\n";
+    else
+      out << PodsTable(view, options->ns);
+    return 0;
   }
   if (options->output == "json")
     out << extender::NodesJson(view).dump(2) << "\n";

@@ -5,8 +5,13 @@
 // what the extender's filter sees.
 //   kubectl mgpu nodes [NODE...] [-o table|json] [--kubeconfig FILE] [--context NAME] [--config FILE]
 //                      [--resource-domain D]
-// Exit codes: 0 shown; 1 the API server could not be read; 2 usage; 3 kubeconfig or config unreadable;
-// 4 no mgpu node (or a named node is not one).
+//   kubectl mgpu pods [NODE...] [-n NAMESPACE] [-o table|json] [...]: one row per piece of a card a pod holds
+//                      (from gpu-allocated, else gpu-assignment), with the pod's GPU share for billing
+//   kubectl mgpu why POD [-n NAMESPACE] [--extender URL [--extender-ca FILE | --insecure-skip-tls-verify]]:
+//                      the extender filter's answer and reason for every node, computed here over the same
+//                      cache, or asked of a running extender's /filter (its live cache)
+// Exit codes: 0 shown; 1 the API server (or the extender) could not be read; 2 usage; 3 kubeconfig or config
+// unreadable; 4 no mgpu node (or a named node is not one).
 #pragma once
 
 #include <iosfwd>

@@ -1,6 +1,7 @@
 // kubectl-mgpu against the fake API server: usage as the extender derives it (allocated over assigned,
 // terminated pods and expired assignments release, policy read from the Deployment), the table and JSON, the
-// resource domain read from the nodes, and the exit codes.
+// resource domain read from the nodes, which pod holds which slice with its share (pods), the filter's answer
+// per node here and from a running extender over TLS (why), and the exit codes.
 #include "cli/kubectl_mgpu.h"
 
 #include <gtest/gtest.h>
@@ -9,8 +10,10 @@
 #include <sstream>
 
 #include "common/daemon.h"
+#include "extender/daemon.h"
 #include "extender/test_objects.h"
 #include "support/fake_apiserver.h"
+#include "support/test_certs.h"
 #include "support/test_env.h"
 
 namespace mgpu::cli {
@@ -128,6 +131,77 @@ TEST_F(KubectlMgpu, ReadsTheDomainFromTheNodesAndThePolicyFromTheDeployment) {
   EXPECT_EQ(view["nodes"][0]["cards"][0]["policy"], "guaranteed-burst-share");
 }
 
+TEST_F(KubectlMgpu, PodsShowWhoHoldsWhichSliceAndItsShare) {
+  ASSERT_TRUE(api_.Create("nodes", Node("n1", 2, 24576)).ok());
+  ASSERT_TRUE(api_.Create("pods", Placed(Pod("a", 30, 4096), "n1", names_.gpu_allocated,
+                                         OneCard("n1-gpu1", 30, 4096)))
+                  .ok());
+  ASSERT_TRUE(api_.Create("pods", Placed(Pod("b", 20, 12288), "n1", names_.gpu_assignment,
+                                         OneCard("n1-gpu0", 20, 12288), NowNs()))
+                  .ok());
+  json other = Placed(Pod("c", 10, 1024), "n1", names_.gpu_allocated, OneCard("n1-gpu0", 10, 1024));
+  other["metadata"]["namespace"] = "team";
+  ASSERT_TRUE(api_.Create("pods", other).ok());
+
+  ASSERT_EQ(Run({"pods", "-o", "json"}), 0) << err_.str();
+  const json all = json::parse(out_.str())["pods"];
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0]["pod"], "default/a");
+  EXPECT_EQ(all[0]["allocated"], true);
+  EXPECT_DOUBLE_EQ(all[0]["share"].get<double>(), 0.3) << "max(30/100, 4096/24576)";
+  EXPECT_EQ(all[0]["containers"][0]["cards"][0]["index"], 1);
+  EXPECT_EQ(all[1]["pod"], "default/b");
+  EXPECT_EQ(all[1]["allocated"], false);
+  EXPECT_DOUBLE_EQ(all[1]["share"].get<double>(), 0.5) << "max(20/100, 12288/24576)";
+
+  ASSERT_EQ(Run({"pods", "-n", "team"}), 0) << err_.str();
+  const std::string table = out_.str();
+  EXPECT_EQ(table.find("default/"), std::string::npos) << table;
+  EXPECT_NE(table.find("team/c"), std::string::npos) << table;
+  EXPECT_NE(table.find("0.100"), std::string::npos) << table;
+  EXPECT_NE(table.find("SHARE"), std::string::npos) << table;
+}
+
+TEST_F(KubectlMgpu, WhyGivesTheFiltersAnswerForEveryNodeHereAndFromTheExtender) {
+  ASSERT_TRUE(api_.Create("nodes", Node("full", 1, 8000)).ok());
+  ASSERT_TRUE(api_.Create("nodes", Node("roomy", 2, 16000)).ok());
+  ASSERT_TRUE(api_.Create("nodes", json{{"metadata", {{"name", "cpu-only"}}}}).ok());
+  ASSERT_TRUE(api_.Create("pods", Placed(Pod("big", 80, 4000), "full", names_.gpu_allocated,
+                                         OneCard("full-gpu0", 80, 4000)))
+                  .ok());
+  ASSERT_TRUE(api_.Create("pods", Pod("p", 30, 4096)).ok());
+  ASSERT_TRUE(api_.Create("pods", Pod("greedy", 150, 4096)).ok());
+
+  ASSERT_EQ(Run({"why", "p"}), 0) << err_.str();
+  const std::string here = out_.str();
+  EXPECT_NE(here.find("roomy     fits"), std::string::npos) << here;
+  EXPECT_NE(here.find("full-gpu0"), std::string::npos) << "why full does not fit:\n" << here;
+  EXPECT_NE(here.find("cpu-only  does not fit"), std::string::npos) << here;
+  ASSERT_EQ(Run({"why", "greedy", "-n", "default"}), 0) << err_.str();
+  EXPECT_NE(out_.str().find("roomy     cannot fit  pod default/greedy container c"), std::string::npos) << out_.str();
+
+  // The same answers from a running extender's /filter over TLS (its live cache of the same API server).
+  testing::TempDir certs_dir;
+  Result<testing::TestCerts> certs = testing::GenerateTestCerts(certs_dir.path());
+  ASSERT_TRUE(certs.ok()) << certs.message();
+  Config config;
+  config.extender.listen_address = "127.0.0.1:0";
+  config.extender.tls_cert_file = certs->server_cert;
+  config.extender.tls_key_file = certs->server_key;
+  extender::Daemon daemon(config);
+  kube::ClusterConfig cluster;
+  cluster.server = api_.url();
+  ASSERT_TRUE(daemon.Start(cluster).ok());
+  ASSERT_TRUE(testing::WaitUntil([&] { return daemon.Ready(); }));
+  const std::string url = "https://127.0.0.1:" + std::to_string(daemon.port());
+  ASSERT_EQ(Run({"why", "p", "--extender", url, "--extender-ca", certs->ca_cert}), 0) << err_.str();
+  EXPECT_EQ(out_.str(), here);
+  EXPECT_EQ(Run({"why", "p", "--extender", url}), kExitApi) << "an unknown CA";
+  EXPECT_NE(err_.str().find("cannot reach the extender"), std::string::npos) << err_.str();
+  ASSERT_EQ(Run({"why", "p", "--extender", url, "--insecure-skip-tls-verify"}), 0) << err_.str();
+  daemon.Stop();
+}
+
 TEST_F(KubectlMgpu, ExitCodesSayWhatWentWrong) {
   EXPECT_EQ(Run({"nodes"}), kExitNoNodes);
   EXPECT_NE(err_.str().find("mgpu.io/gpu-inventory"), std::string::npos) << err_.str();
@@ -137,7 +211,11 @@ TEST_F(KubectlMgpu, ExitCodesSayWhatWentWrong) {
   EXPECT_NE(err_.str().find("node n2"), std::string::npos) << err_.str();
 
   EXPECT_EQ(Run({"nodes", "-o", "yaml"}), kExitUsage);
-  EXPECT_EQ(Run({"pods"}), kExitUsage);
+  EXPECT_EQ(Run({"pod"}), kExitUsage);
+  EXPECT_EQ(Run({"why"}), kExitUsage) << "why takes one pod";
+  EXPECT_EQ(Run({"nodes", "--extender", "http://127.0.0.1:1"}), kExitUsage);
+  EXPECT_EQ(Run({"why", "nobody"}), kExitApi);
+  EXPECT_NE(err_.str().find("default/nobody"), std::string::npos) << err_.str();
   EXPECT_EQ(Run({}), kExitUsage);
   EXPECT_EQ(Run({"nodes", "--bogus"}), kExitUsage);
   EXPECT_EQ(Run({"--help"}), 0);

@@ -60,6 +60,7 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
             s.guard = ReadGuardStates(config_.isolation.guard_state_directory, s.cards);
           for (Resource r : kAllResources)
             s.calls.emplace_back(FullName(r, config_.Names()), plugin_->Counts(r));
+          s.registered = plugin_->Registered();
           return s;
         },
         [this] { return plugin_->Serving(); });

@@ -90,6 +90,10 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   const auto family = [&](const char* name, const char* type, const char* help) {
     out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
   };
+  family("mgpu_plugin_registered", "gauge",
+         "1 when every resource of the plugin is registered with the kubelet.");
+  out << "mgpu_plugin_registered{node=\"" << EscapeLabelValue(s.node) << "\"} " << (s.registered ? 1 : 0)
+      << '\n';
   family("mgpu_card_healthy", "gauge", "1 when the card takes new work, 0 after a critical XID error.");
   for (const Card& c : s.cards)
     out << "mgpu_card_healthy{" << card_labels(c) << "} " << (c.healthy ? 1 : 0) << '\n';

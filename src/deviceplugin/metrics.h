@@ -32,6 +32,7 @@ struct MetricsSnapshot {
   AllocatedPods allocated;
   std::vector<std::pair<std::string, CallCounts>> calls;  // full resource name → counts
   std::vector<GuardCardState> guard;                      // empty unless the backend is mgpu
+  bool registered = false;                                // every resource registered with the kubelet
 };
 
 // Per card: health, capacity, allocated core / reclaimed core / memory; per pod: GPU share

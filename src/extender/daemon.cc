@@ -77,7 +77,9 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
                              }});
   nodes_->Start();
   pods_->Start();
-  server_ = std::make_unique<HttpServer>(*extender_, *cache_, metrics_, [this] { return Ready(); });
+  server_ = std::make_unique<HttpServer>(
+      *extender_, *cache_, metrics_, [this] { return Ready(); },
+      [this](const nlohmann::json& pod) { return workloads_->Resolve(pod); });
   return server_->Start(config_.extender.listen_address, config_.extender);
 }
 

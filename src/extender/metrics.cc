@@ -140,18 +140,40 @@ std::string Metrics::Render(const ClusterView& view) const {
          "# TYPE mgpu_extender_pod_gpu_share gauge\n";
   for (const NodeView* v : nodes) {
     for (const PlacedPod& p : v->pods) {
-      double share = 0;
-      for (const ContainerAssignment& ca : p.assignment.containers) {
-        for (const CardShare& s : ca.cards) {
-          const CardState* card = v->state.FindCard(s.uuid);
-          share += GpuShare(s, card ? card->card.memory_mib : 0);
-        }
-      }
       out << "mgpu_extender_pod_gpu_share{pod=\"" << EscapeLabelValue(p.key) << "\",node=\""
-          << EscapeLabelValue(v->state.name) << "\"} " << share << '\n';
+          << EscapeLabelValue(v->state.name) << "\"} " << PodGpuShare(*v, p) << '\n';
+    }
+  }
+  // A pod stuck in the hand-off (DESIGN §5) stays in this family: the alert reads how long.
+  out << "# HELP mgpu_extender_pod_awaiting_allocation 1 for a pod placed on a node whose kubelet has "
+         "not yet confirmed its cards (no gpu-allocated).\n"
+         "# TYPE mgpu_extender_pod_awaiting_allocation gauge\n";
+  for (const NodeView* v : nodes) {
+    for (const PlacedPod& p : v->pods) {
+      if (p.allocated) continue;
+      out << "mgpu_extender_pod_awaiting_allocation{pod=\"" << EscapeLabelValue(p.key) << "\",node=\""
+          << EscapeLabelValue(v->state.name) << "\"} 1\n";
     }
   }
   return out.str();
+}
+
+double PodGpuShare(const NodeView& node, const PlacedPod& pod) {
+  double share = 0;
+  for (const ContainerAssignment& container : pod.assignment.containers) {
+    for (const CardShare& piece : container.cards) {
+      const CardState* card = node.state.FindCard(piece.uuid);
+      share += GpuShare(piece, card ? card->card.memory_mib : 0);
+    }
+  }
+  return share;
+}
+
+std::string RenderReadiness(bool ready) {
+  return std::string(
+             "# HELP mgpu_extender_ready 1 when this replica answers the verbs (informers synced and "
+             "the leader).\n# TYPE mgpu_extender_ready gauge\nmgpu_extender_ready ") +
+         (ready ? "1" : "0") + "\n";
 }
 
 }  // namespace mgpu::extender

@@ -39,4 +39,10 @@ class Metrics {
   uint64_t bind_conflict_retries_ = 0;
 };
 
+// Cards' worth `pod` holds on `node` (GpuShare summed over its pieces, against each card's capacity).
+double PodGpuShare(const NodeView& node, const PlacedPod& pod);
+
+// The mgpu_extender_ready gauge (the same answer as /readyz).
+std::string RenderReadiness(bool ready);
+
 }  // namespace mgpu::extender

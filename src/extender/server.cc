@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "common/model.h"
+#include "extender/admission.h"
 
 namespace mgpu::extender {
 namespace {
@@ -56,8 +57,13 @@ json NodesJson(const std::vector<const NodeView*>& view) {
   return {{"nodes", nodes}};
 }
 
-HttpServer::HttpServer(Extender& extender, ClusterCache& cache, Metrics& metrics, std::function<bool()> ready)
-    : extender_(extender), cache_(cache), metrics_(metrics), ready_(std::move(ready)) {}
+HttpServer::HttpServer(Extender& extender, ClusterCache& cache, Metrics& metrics, std::function<bool()> ready,
+                       WorkloadLookup workload)
+    : extender_(extender),
+      cache_(cache),
+      metrics_(metrics),
+      ready_(std::move(ready)),
+      workload_(std::move(workload)) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -151,6 +157,11 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
            }
            res.set_content(EncodePreemptResult(extender_.Preempt(*args)), kJson);
          }));
+  s.Post("/validate", verb("validate", [this](const httplib::Request& req, httplib::Response& res) {
+           const AdmissionReply reply = ReviewAdmission(req.body, cache_.config(), workload_);
+           res.status = reply.status;
+           res.set_content(reply.body, reply.status == 200 ? kJson : "text/plain");
+         }));
   s.Get("/healthz",
         [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
@@ -159,7 +170,8 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
     res.set_content(ready ? "ok\n" : "informers not synced\n", "text/plain");
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.Render(*cache_.Snapshot()), "text/plain; version=0.0.4");
+    res.set_content(metrics_.Render(*cache_.Snapshot()) + RenderReadiness(!ready_ || ready_()),
+                    "text/plain; version=0.0.4");
   });
   s.Get("/v1/nodes", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(NodesJson(cache_.Snapshot()->Nodes()).dump(), kJson);

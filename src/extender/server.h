@@ -1,6 +1,7 @@
 // The extender's HTTP server (cpp-httplib, a thread pool): POST /filter, /prioritize, /bind, /preempt
 // (kube-scheduler's JSON contract: 200 with Error set for scheduling errors, 400 for malformed requests, 413
-// for bodies over extender.max_body_bytes) and GET /healthz, /readyz, /metrics, /v1/nodes. While `ready` is
+// for bodies over extender.max_body_bytes), POST /validate (the admission webhook, admission.h, which needs
+// no cache and answers whether ready or not) and GET /healthz, /readyz, /metrics, /v1/nodes. While `ready` is
 // false the verbs refuse (filter and bind with Error set, prioritize and preempt with 503). A handler never
 // throws out of the server: an unexpected exception is answered 500 and logged.
 #pragma once
@@ -28,7 +29,9 @@ nlohmann::json NodesJson(const std::vector<const NodeView*>& nodes);
 
 class HttpServer {
  public:
-  HttpServer(Extender& extender, ClusterCache& cache, Metrics& metrics, std::function<bool()> ready);
+  // `workload` reads a pod's controller's annotations for /validate (empty: none are read).
+  HttpServer(Extender& extender, ClusterCache& cache, Metrics& metrics, std::function<bool()> ready,
+             WorkloadLookup workload = {});
   ~HttpServer();
   // Listens on "host:port" (port 0: a free one, see port()); TLS when cert and key files are configured.
   Status Start(const std::string& address, const ExtenderConfig& config);
@@ -40,6 +43,7 @@ class HttpServer {
   ClusterCache& cache_;
   Metrics& metrics_;
   std::function<bool()> ready_;
+  WorkloadLookup workload_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int port_ = 0;

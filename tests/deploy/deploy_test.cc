@@ -1,11 +1,16 @@
 // Everything under deploy/ agrees with the code, since kubectl cannot validate it offline. Every YAML file is
-// either Kubernetes manifests (each document with apiVersion, kind and a name), an mgpu config file (loads
-// with the daemons' own loader) or a sample-nodes file; files added later are covered the same way. Across
-// the manifests: namespaced objects sit in mgpu's namespace, the ConfigMaps and ServiceAccounts that
-// workloads and bindings name exist, every embedded mgpu config loads, and every KubeSchedulerConfiguration
-// reaches the extender's Service on the port the extender listens on, with verbs a running extender serves
-// and managed resources equal to those the device plugin registers. Every daemon has a Dockerfile on Debian
-// 12, and the mgpu images the manifests run carry the project's version.
+// Prometheus configuration (promtool checks it in tests/monitoring/), a kustomization (kubectl kustomize must
+// render exactly the manifests below, base and both scheduler-mode overlays), Kubernetes manifests (each
+// document with apiVersion, kind and a name), an mgpu config file (loads with the daemons' own loader) or a
+// sample-nodes file; files added later are covered the same way. Across the manifests: namespaced objects sit
+// in mgpu's namespace, the ConfigMaps and ServiceAccounts that workloads and bindings name exist, every
+// embedded mgpu config loads, and every KubeSchedulerConfiguration reaches the extender's Service on the port
+// the extender listens on, with verbs a running extender serves and managed resources equal to those the
+// device plugin registers. Every daemon has a Dockerfile on Debian 12, and the mgpu images the manifests run
+// carry the project's version. The extender serves HTTPS with the Secret scripts/certs.sh makes, whose
+// certificate names the Service that kube-scheduler and the admission webhook call; the webhook reaches a
+// path the extender answers, and is safe for the cluster (Ignore on failure, no side effects, only pods and
+// workloads asking for mgpu resources sent). Every Service selects a workload's pods on ports they declare.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -22,6 +27,8 @@
 #include "deviceplugin/devices.h"
 #include "extender/daemon.h"
 #include "support/fake_apiserver.h"
+#include "support/test_certs.h"
+#include "support/test_env.h"
 
 namespace mgpu {
 namespace {
@@ -30,6 +37,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const fs::path kDeploy = fs::path(MGPU_SOURCE_DIR) / "deploy";
+const fs::path kCertsScript = fs::path(MGPU_SOURCE_DIR) / "scripts" / "certs.sh";
 
 std::string ReadText(const std::string& path) {
   Result<std::string> text = mgpu::ReadFile(path);
@@ -53,9 +61,13 @@ struct SchedulerConfig {
   json doc;
 };
 
-const std::set<std::string> kClusterScoped = {
-    "Namespace",   "ClusterRole", "ClusterRoleBinding", "PriorityClass", "CustomResourceDefinition",
-    "RuntimeClass"};
+const std::set<std::string> kClusterScoped = {"Namespace",
+                                              "ClusterRole",
+                                              "ClusterRoleBinding",
+                                              "PriorityClass",
+                                              "CustomResourceDefinition",
+                                              "RuntimeClass",
+                                              "ValidatingWebhookConfiguration"};
 const std::set<std::string> kComponentConfigs = {"KubeSchedulerConfiguration"};
 const std::set<std::string> kWorkloads = {"Deployment", "DaemonSet", "StatefulSet", "Job"};
 
@@ -75,6 +87,13 @@ class Deploy : public ::testing::Test {
       ASSERT_TRUE(docs.ok()) << Relative(path) << ": " << docs.message();
       ASSERT_FALSE(docs->empty()) << Relative(path) << " is empty";
       const json& first = docs->front();
+      if (first.is_object() && (first.contains("groups") || first.contains("scrape_configs"))) {
+        continue;  // Prometheus rules and scrape configuration: tests/monitoring/ runs promtool on them
+      }
+      if (first.is_object() && first.value("kind", "") == "Kustomization") {
+        kustomizations_.push_back(Relative(path.parent_path()));
+        continue;  // rendered by kubectl kustomize in KustomizeRendersExactlyTheManifests
+      }
       if (first.is_object() && first.contains("apiVersion")) {
         for (const json& doc : *docs) objects_.push_back({Relative(path), doc});
       } else if (first.is_array()) {
@@ -91,6 +110,7 @@ class Deploy : public ::testing::Test {
 
   static void TearDownTestSuite() {
     objects_.clear();
+    kustomizations_.clear();
     config_files_ = 0;
   }
 
@@ -137,7 +157,23 @@ class Deploy : public ::testing::Test {
     }
   }
 
+  // Whether the Deployment `name` mounts a Secret volume at `path` in one of its containers.
+  static bool MountsSecretAt(const std::string& name, const std::string& path) {
+    for (const Object& o : objects_) {
+      if (o.Kind() != "Deployment" || o.Name() != name) continue;
+      const json& pod = o.doc["spec"]["template"]["spec"];
+      std::set<std::string> secrets;
+      for (const json& v : pod.value("volumes", json::array()))
+        if (v.contains("secret")) secrets.insert(v.value("name", ""));
+      for (const json& c : pod.value("containers", json::array()))
+        for (const json& m : c.value("volumeMounts", json::array()))
+          if (m.value("mountPath", "") == path && secrets.count(m.value("name", ""))) return true;
+    }
+    return false;
+  }
+
   static inline std::vector<Object> objects_;
+  static inline std::vector<std::string> kustomizations_;  // their folders, relative to deploy/
   static inline int config_files_ = 0;
 };
 
@@ -178,6 +214,12 @@ TEST_F(Deploy, WorkloadsAndBindingsNameObjectsThatExist) {
             << o.file << ": " << o.Kind() << " " << o.Name() << " runs as a missing ServiceAccount";
       }
       for (const json& volume : pod.value("volumes", json::array())) {
+        if (volume.contains("secret")) {
+          EXPECT_NE(ReadText(kCertsScript).find("name: " + volume["secret"].value("secretName", "") + "\n"),
+                    std::string::npos)
+              << o.file << ": " << o.Kind() << " " << o.Name()
+              << " mounts a Secret scripts/certs.sh does not make";
+        }
         if (!volume.contains("configMap")) continue;
         EXPECT_TRUE(Find("ConfigMap", o.Namespace(), volume["configMap"]["name"]))
             << o.file << ": " << o.Kind() << " " << o.Name() << " mounts a missing ConfigMap "
@@ -198,6 +240,34 @@ TEST_F(Deploy, WorkloadsAndBindingsNameObjectsThatExist) {
       EXPECT_TRUE(Find(role.value("kind", ""), role_ns, role.value("name", "")))
           << o.file << ": " << o.Kind() << " " << o.Name() << " refers to a missing "
           << role.value("kind", "");
+    }
+  }
+}
+
+// Every Service selects the pods of a workload in its namespace, on ports those pods declare.
+TEST_F(Deploy, ServicesSelectWorkloadsAndTheirPorts) {
+  for (const Object& service : Objects()) {
+    if (service.Kind() != "Service" || !Operational(service)) continue;
+    SCOPED_TRACE(service.file + ": Service " + service.Name());
+    const json selector = service.doc["spec"].value("selector", json::object());
+    ASSERT_FALSE(selector.empty());
+    const json* pod = nullptr;
+    for (const Object& o : objects_) {
+      if (!kWorkloads.count(o.Kind()) || o.Namespace() != service.Namespace()) continue;
+      const json labels = o.doc["spec"]["template"]["metadata"].value("labels", json::object());
+      bool selected = true;
+      for (const auto& [key, value] : selector.items()) selected &= labels.value(key, json()) == value;
+      if (selected) pod = &o.doc["spec"]["template"]["spec"];
+    }
+    ASSERT_TRUE(pod) << "selects no workload's pods";
+    for (const json& p : service.doc["spec"]["ports"]) {
+      const json target = p.value("targetPort", json(p.value("port", 0)));
+      bool declared = false;
+      for (const json& c : (*pod)["containers"])
+        for (const json& cp : c.value("ports", json::array()))
+          declared |=
+              target.is_string() ? cp.value("name", "") == target : cp.value("containerPort", 0) == target;
+      EXPECT_TRUE(declared) << "targetPort " << target << " is not a port of the selected pods";
     }
   }
 }
@@ -225,17 +295,28 @@ TEST_F(Deploy, SchedulerConfigsMatchWhatTheExtenderServesAndThePluginRegisters) 
   EXPECT_TRUE(config.extender.leader_election) << "the extender Deployment runs replicas";
   ASSERT_GE(schedulers.size(), 2u) << "both the replacement and the second-scheduler mode";
 
-  // A running extender with this config, to ask which verbs it serves.
+  // The extender serves TLS from files the extender Deployment mounts from a Secret.
+  ASSERT_FALSE(config.extender.tls_cert_file.empty()) << "the extender serves HTTPS";
+  for (const std::string& file : {config.extender.tls_cert_file, config.extender.tls_key_file})
+    EXPECT_TRUE(MountsSecretAt("mgpu-scheduler-extender", fs::path(file).parent_path().string())) << file;
+
+  // A running extender with this config (and a test certificate), to ask which verbs it serves.
   testing::FakeApiServer api;
   ASSERT_TRUE(api.Start().ok());
+  testing::TempDir dir;
+  Result<testing::TestCerts> certs = testing::GenerateTestCerts(dir.path());
+  ASSERT_TRUE(certs.ok()) << certs.message();
   Config local = config;
   local.extender.listen_address = "127.0.0.1:0";
   local.extender.leader_election = false;
+  local.extender.tls_cert_file = certs->server_cert;
+  local.extender.tls_key_file = certs->server_key;
   extender::Daemon daemon(local);
   kube::ClusterConfig cluster;
   cluster.server = api.url();
   ASSERT_TRUE(daemon.Start(cluster).ok());
-  httplib::Client http("127.0.0.1", daemon.port());
+  httplib::SSLClient http("127.0.0.1", daemon.port());
+  http.set_ca_cert_path(certs->ca_cert.c_str());
 
   const ResourceNames names = config.Names();
   std::set<std::string> registered;
@@ -275,6 +356,12 @@ TEST_F(Deploy, SchedulerConfigsMatchWhatTheExtenderServesAndThePluginRegisters) 
     }
     EXPECT_TRUE(port_found) << "Service " << m[1] << " has no port " << m[3];
     EXPECT_EQ(e.value("enableHTTPS", false), url.rfind("https", 0) == 0);
+    EXPECT_TRUE(e.value("enableHTTPS", false)) << "the extender serves HTTPS";
+    const json tls = e.value("tlsConfig", json::object());
+    EXPECT_TRUE(tls.contains("caFile") || tls.contains("caData")) << "the scheduler must trust certs.sh's CA";
+    if (tls.contains("serverName")) {
+      EXPECT_EQ(tls["serverName"], m[1].str() + "." + m[2].str() + ".svc");
+    }
     EXPECT_TRUE(e.value("nodeCacheCapable", false)) << "the extender keeps its own node cache";
 
     for (const char* verb : {"filterVerb", "prioritizeVerb", "bindVerb", "preemptVerb"}) {
@@ -311,6 +398,179 @@ TEST_F(Deploy, EveryDaemonHasADebian12Dockerfile) {
     EXPECT_EQ(last_from.rfind("FROM debian:12", 0), 0u) << Relative(entry.path()) << " runs on " << last_from;
   }
   EXPECT_EQ(built, (std::set<std::string>{"mgpu-scheduler-extender", "mgpu-device-plugin"}));
+}
+
+// `kubectl kustomize` (Debian's kubernetes-client, or MGPU_KUBECTL) renders deploy/, its base and both
+// scheduler-mode overlays to exactly the objects of deploy/'s files, which the tests above check; the
+// generated ConfigMaps carry the monitoring files as they are. Together the overlays cover every manifest.
+TEST_F(Deploy, KustomizeRendersExactlyTheManifests) {
+  const char* env = std::getenv("MGPU_KUBECTL");
+  const std::string kubectl = env && *env ? env : "kubectl";
+  if (std::system(("command -v " + kubectl + " > /dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << kubectl
+                 << " is not installed (Debian package kubernetes-client, which scripts/setup.sh installs)";
+  const std::vector<std::string> roots = {".", "base", "overlays/scheduler-extender",
+                                          "overlays/second-scheduler"};
+  for (const std::string& root : roots) {
+    EXPECT_NE(std::find(kustomizations_.begin(), kustomizations_.end(), root), kustomizations_.end()) << root;
+  }
+  testing::TempDir dir;
+  std::map<std::string, std::set<std::string>> rendered;  // root -> "Kind namespace/name"
+  for (const std::string& root : roots) {
+    SCOPED_TRACE(root);
+    const std::string out = dir.path() + "/out.yaml", err = dir.path() + "/err.txt";
+    ASSERT_EQ(std::system(
+                  (kubectl + " kustomize " + (kDeploy / root).string() + " > " + out + " 2> " + err).c_str()),
+              0)
+        << ReadText(err);
+    Result<std::vector<json>> docs = YamlDocumentsToJson(ReadText(out));
+    ASSERT_TRUE(docs.ok()) << docs.message();
+    for (const json& doc : *docs) {
+      const Object o{root, doc};
+      rendered[root].insert(o.Kind() + " " + o.Namespace() + "/" + o.Name());
+      if (const Object* file = Find(o.Kind(), o.Namespace(), o.Name())) {
+        EXPECT_EQ(doc, file->doc) << o.Kind() << " " << o.Name() << " differs from " << file->file;
+        continue;
+      }
+      ASSERT_EQ(o.Kind(), "ConfigMap") << o.Name() << " is in no file under deploy/";
+      ASSERT_EQ(doc["data"].size(), 1u) << o.Name();
+      for (const auto& [key, text] : doc["data"].items())
+        EXPECT_EQ(text, ReadText(kDeploy / "monitoring" / key)) << o.Name();
+    }
+  }
+  EXPECT_EQ(rendered["."], rendered["base"]);
+  EXPECT_EQ(rendered["overlays/scheduler-extender"], rendered["base"]);
+  std::set<std::string> second_only;
+  for (const std::string& o : rendered["overlays/second-scheduler"])
+    if (!rendered["base"].count(o)) second_only.insert(o);
+  EXPECT_EQ(second_only,
+            (std::set<std::string>{
+                "Deployment mgpu-system/mgpu-scheduler", "ConfigMap mgpu-system/mgpu-scheduler-config",
+                "ServiceAccount mgpu-system/mgpu-scheduler", "Role mgpu-system/mgpu-scheduler-lease",
+                "RoleBinding mgpu-system/mgpu-scheduler-lease",
+                "RoleBinding kube-system/mgpu-scheduler-authentication-reader",
+                "ClusterRoleBinding /mgpu-scheduler-as-kube-scheduler",
+                "ClusterRoleBinding /mgpu-scheduler-as-volume-scheduler"}));
+  for (const Object& o : Objects()) {
+    if (!Operational(o) || kComponentConfigs.count(o.Kind())) continue;
+    EXPECT_TRUE(rendered["overlays/second-scheduler"].count(o.Kind() + " " + o.Namespace() + "/" + o.Name()))
+        << o.file << ": " << o.Kind() << " " << o.Name() << " is in no kustomization";
+  }
+}
+
+// The webhook is safe for the cluster and reaches the extender's /validate through its Service.
+TEST_F(Deploy, AdmissionWebhookIsSafeAndReachesTheExtender) {
+  std::vector<json> configs;
+  for (const Object& o : Objects())
+    if (o.Kind() == "ValidatingWebhookConfiguration") configs.push_back(o.doc);
+  ASSERT_EQ(configs.size(), 1u);
+  const std::string ns = MgpuNamespace();
+  std::set<std::string> resources;
+  for (const json& w : configs[0]["webhooks"]) {
+    const std::string name = w.value("name", "");
+    SCOPED_TRACE(name);
+    EXPECT_EQ(w.value("failurePolicy", ""), "Ignore") << "a down extender must never block the cluster";
+    EXPECT_EQ(w.value("sideEffects", ""), "None");
+    EXPECT_EQ(w.value("admissionReviewVersions", json()), json::array({"v1"}));
+    EXPECT_LE(w.value("timeoutSeconds", 10), 10);
+    const json& service = w["clientConfig"]["service"];
+    EXPECT_EQ(service.value("path", ""), "/validate");
+    const Object* target = Find("Service", service.value("namespace", ""), service.value("name", ""));
+    ASSERT_TRUE(target) << "the webhook calls a missing Service";
+    bool port_found = false;
+    for (const json& p : target->doc["spec"]["ports"])
+      port_found |= p.value("port", 0) == service.value("port", 443);
+    EXPECT_TRUE(port_found) << "the Service has no port " << service.value("port", 443);
+    // Only objects asking for an mgpu resource are sent, never mgpu's own namespace nor kube-system.
+    ASSERT_TRUE(w["matchConditions"].is_array());
+    for (const json& c : w["matchConditions"])
+      EXPECT_NE(c.value("expression", "").find("'" + Config().resource_domain + "/'"), std::string::npos);
+    const std::string selector = w["namespaceSelector"].dump();
+    for (const std::string& kept_out : {ns, std::string("kube-system")})
+      EXPECT_NE(selector.find("\"" + kept_out + "\""), std::string::npos) << selector;
+    for (const json& rule : w["rules"]) {
+      for (const json& r : rule["resources"]) {
+        resources.insert(r.get<std::string>());
+        if (r == "pods") {
+          EXPECT_EQ(rule["operations"], json::array({"CREATE"})) << "a live pod stays editable";
+        }
+      }
+    }
+  }
+  EXPECT_EQ(resources, (std::set<std::string>{"pods", "deployments", "statefulsets", "replicasets",
+                                              "daemonsets", "jobs", "cronjobs"}));
+}
+
+// scripts/certs.sh makes a CA and a serving certificate valid for the Service name the webhook and the
+// scheduler call, a Secret that carries them, and the caBundle; the extender serves with them.
+TEST_F(Deploy, CertsScriptMakesWhatTheExtenderServesAndItsCallersTrust) {
+  testing::TempDir dir;
+  const std::string out = dir.path() + "/certs";
+  ASSERT_EQ(std::system((kCertsScript.string() + " --out " + out + " > " + dir.path() + "/log 2>&1").c_str()),
+            0)
+      << ReadText(dir.path() + "/log");
+  const std::string host = "mgpu-scheduler-extender." + MgpuNamespace() + ".svc";
+  EXPECT_EQ(std::system(("openssl verify -CAfile " + out + "/ca.crt -verify_hostname " + host + " " + out +
+                         "/tls.crt > /dev/null")
+                            .c_str()),
+            0);
+  Result<std::vector<json>> secret = YamlDocumentsToJson(ReadText(out + "/secret.yaml"));
+  ASSERT_TRUE(secret.ok()) << secret.message();
+  ASSERT_EQ(secret->size(), 1u);
+  const json& s = secret->front();
+  EXPECT_EQ(s["kind"], "Secret");
+  EXPECT_EQ(s["type"], "kubernetes.io/tls");
+  EXPECT_EQ(s["metadata"]["namespace"], MgpuNamespace());
+  EXPECT_TRUE(MountsSecretAt("mgpu-scheduler-extender", "/etc/mgpu-tls"));
+  for (const char* key : {"tls.crt", "tls.key", "ca.crt"}) EXPECT_TRUE(s["data"].contains(key)) << key;
+  EXPECT_EQ(s["data"]["ca.crt"], ReadText(out + "/caBundle"));
+  EXPECT_NE(ReadText(dir.path() + "/log").find(ReadText(out + "/caBundle")), std::string::npos) << "printed";
+
+  // --apply, with a kubectl that records what it is asked and knows a configuration of three webhooks.
+  const std::string calls = dir.path() + "/kubectl-calls";
+  fs::create_directories(dir.path() + "/bin");
+  const std::string stub = dir.Write(
+      "bin/kubectl", "#!/bin/sh\necho \"$*\" >> " + calls + "\ncase \"$1\" in get) printf xxx ;; esac\n");
+  ASSERT_EQ(std::system(("chmod +x " + stub).c_str()), 0);
+  ASSERT_EQ(std::system(("PATH=" + dir.path() + "/bin:$PATH " + kCertsScript.string() + " --out " +
+                         dir.path() + "/applied --apply > " + dir.path() + "/log 2>&1")
+                            .c_str()),
+            0)
+      << ReadText(dir.path() + "/log");
+  const std::string bundle = ReadText(dir.path() + "/applied/caBundle");
+  std::istringstream lines(ReadText(calls));
+  std::vector<std::string> call;
+  for (std::string line; std::getline(lines, line);) call.push_back(line);
+  ASSERT_EQ(call.size(), 3u) << ReadText(calls);
+  EXPECT_EQ(call[0], "apply -f " + dir.path() + "/applied/secret.yaml");
+  EXPECT_EQ(call[1].rfind("get validatingwebhookconfiguration mgpu-scheduler-extender", 0), 0u) << call[1];
+  EXPECT_EQ(call[2].rfind("patch validatingwebhookconfiguration mgpu-scheduler-extender --type=json -p ", 0),
+            0u);
+  const json patch = json::parse(call[2].substr(call[2].find('[')), nullptr, false);
+  ASSERT_TRUE(patch.is_array()) << call[2];
+  ASSERT_EQ(patch.size(), 3u);
+  for (size_t i = 0; i < patch.size(); ++i) {
+    EXPECT_EQ(patch[i]["path"], "/webhooks/" + std::to_string(i) + "/clientConfig/caBundle");
+    EXPECT_EQ(patch[i]["value"], bundle);
+  }
+
+  testing::FakeApiServer api;
+  ASSERT_TRUE(api.Start().ok());
+  Config config;
+  config.extender.listen_address = "127.0.0.1:0";
+  config.extender.tls_cert_file = out + "/tls.crt";
+  config.extender.tls_key_file = out + "/tls.key";
+  extender::Daemon daemon(config);
+  kube::ClusterConfig cluster;
+  cluster.server = api.url();
+  ASSERT_TRUE(daemon.Start(cluster).ok());
+  httplib::SSLClient http("127.0.0.1", daemon.port());
+  http.enable_server_certificate_verification(
+      false);  // the name is the Service's, not 127.0.0.1 (checked above)
+  auto res = http.Post("/validate", "{}", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  daemon.Stop();
 }
 
 }  // namespace

@@ -25,9 +25,9 @@ YAML::Node Find(const std::string& file, const std::string& kind) {
   return YAML::Node();
 }
 
-// The one config file of both daemons (deploy/config.yaml).
+// The one config file of both daemons (deploy/base/config.yaml).
 Config SharedConfig() {
-  const YAML::Node map = Find("config.yaml", "ConfigMap");
+  const YAML::Node map = Find("base/config.yaml", "ConfigMap");
   Result<Config> config = ParseConfig(map["data"]["config.yaml"].as<std::string>(), "config.yaml");
   EXPECT_TRUE(config.ok()) << config.message();
   return config.ok() ? *config : Config();
@@ -45,7 +45,7 @@ TEST(DevicePluginDeploy, ConfigIsTheExtenders) {
   EXPECT_EQ(ConfigVolume("deviceplugin/daemonset.yaml", "DaemonSet"),
             ConfigVolume("extender/deployment.yaml", "Deployment"));
   EXPECT_EQ(ConfigVolume("deviceplugin/daemonset.yaml", "DaemonSet"),
-            Find("config.yaml", "ConfigMap")["metadata"]["name"].as<std::string>());
+            Find("base/config.yaml", "ConfigMap")["metadata"]["name"].as<std::string>());
   EXPECT_EQ(SharedConfig().device_plugin.gpu_backend, "nvml");
 }
 
@@ -94,7 +94,7 @@ TEST(DevicePluginDeploy, ClusterRoleGrantsExactlyWhatThePluginCalls) {
   const YAML::Node binding = Find("deviceplugin/rbac.yaml", "ClusterRoleBinding");
   EXPECT_EQ(binding["subjects"][0]["name"].as<std::string>(), "mgpu-device-plugin");
   EXPECT_EQ(binding["subjects"][0]["namespace"].as<std::string>(),
-            Find("namespace.yaml", "Namespace")["metadata"]["name"].as<std::string>());
+            Find("base/namespace.yaml", "Namespace")["metadata"]["name"].as<std::string>());
 }
 
 }  // namespace

@@ -356,6 +356,57 @@ TEST_F(ExtenderIntegration, ServesTlsWithTheConfiguredCertificate) {
   EXPECT_EQ(res->status, 200);
 }
 
+// The admission webhook as the API server calls it: over TLS, reading a pod's Deployment through its
+// ReplicaSet from the API server (a key the pod lacks comes from there, as in the filter).
+TEST_F(ExtenderIntegration, ValidatesPodsOverTlsWithTheirDeploymentsAnnotations) {
+  testing::TempDir dir;
+  Result<testing::TestCerts> certs = testing::GenerateTestCerts(dir.path());
+  ASSERT_TRUE(certs.ok()) << certs.message();
+  const auto owner = [](const char* kind, const char* name) {
+    return json::array({{{"apiVersion", "apps/v1"}, {"kind", kind}, {"name", name}, {"controller", true}}});
+  };
+  ASSERT_TRUE(
+      api_.Create(
+              "deployments",
+              {{"apiVersion", "apps/v1"},
+               {"kind", "Deployment"},
+               {"metadata",
+                {{"name", "wide"}, {"namespace", "default"}, {"annotations", {{names_.gpu_count, "3"}}}}}})
+          .ok());
+  ASSERT_TRUE(api_.Create("replicasets", {{"apiVersion", "apps/v1"},
+                                          {"kind", "ReplicaSet"},
+                                          {"metadata",
+                                           {{"name", "wide-1"},
+                                            {"namespace", "default"},
+                                            {"ownerReferences", owner("Deployment", "wide")}}}})
+                  .ok());
+  Config config = TestConfig();
+  config.extender.tls_cert_file = certs->server_cert;
+  config.extender.tls_key_file = certs->server_key;
+  auto daemon = StartDaemon(config);
+  httplib::SSLClient client("127.0.0.1", daemon->port());
+  client.set_ca_cert_path(certs->ca_cert.c_str());
+  const auto allowed = [&](const json& pod) {
+    const json review = {{"apiVersion", "admission.k8s.io/v1"},
+                         {"kind", "AdmissionReview"},
+                         {"request",
+                          {{"uid", "u-1"},
+                           {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                           {"namespace", "default"},
+                           {"operation", "CREATE"},
+                           {"object", pod}}}};
+    auto res = client.Post("/validate", review.dump(), "application/json");
+    EXPECT_TRUE(res) << httplib::to_string(res.error());
+    if (!res) return json();
+    EXPECT_EQ(res->status, 200);
+    return json::parse(res->body)["response"]["allowed"];
+  };
+  json pod = Pod("wide-1-x", 150, 3072);
+  EXPECT_EQ(allowed(pod), false) << "150 percent on one card";
+  pod["metadata"]["ownerReferences"] = owner("ReplicaSet", "wide-1");
+  EXPECT_EQ(allowed(pod), true) << "50 percent on each of the Deployment's 3 cards";
+}
+
 }  // namespace
 }  // namespace mgpu::extender
 

@@ -72,6 +72,13 @@ LocalCluster::LocalCluster(LocalClusterOptions options) : options_(std::move(opt
 
 LocalCluster::~LocalCluster() { Stop(); }
 
+std::map<std::string, std::string> LocalCluster::plugin_metrics_addresses() const {
+  std::map<std::string, std::string> out;
+  for (const auto& node : nodes_)
+    if (node->plugin) out[node->spec.name] = "127.0.0.1:" + std::to_string(node->plugin->metrics_port());
+  return out;
+}
+
 Status LocalCluster::Start() {
   if (Status s = api_.Start(); !s.ok()) return s;
   kubeconfig_path_ = options_.work_dir + "/kubeconfig";

@@ -61,6 +61,8 @@ class LocalCluster {
   const std::string& kubeconfig_path() const { return kubeconfig_path_; }
   // The extender's urlPrefix ("http://127.0.0.1:<port>"); it changes when the extender restarts.
   const std::string& extender_url() const { return extender_url_; }
+  // Each node's device plugin metrics address ("127.0.0.1:<port>"), by node name.
+  std::map<std::string, std::string> plugin_metrics_addresses() const;
 
   // Creates the workloads of a YAML stream and their pods (support/workloads.h); the pods' keys.
   Result<std::vector<std::string>> Submit(std::string_view yaml_text);

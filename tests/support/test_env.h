@@ -1,5 +1,5 @@
-// Small test helpers shared by integration tests: a temporary directory removed on destruction, and waiting
-// for a condition with a deadline (never a fixed sleep standing in for synchronisation).
+// Small test helpers shared by integration tests: a temporary directory removed on destruction, a free
+// port, and waiting for a condition with a deadline (never a fixed sleep standing in for synchronisation).
 #pragma once
 
 #include <chrono>
@@ -22,6 +22,10 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// A port on 127.0.0.1 nothing listens on: bound, read and closed (never listened on, so no connection can
+// queue there), for a program that cannot report the port it picked; -1 when none could be had.
+int FreePort();
 
 // Polls `done` until it returns true or `timeout` passes; returns its last answer. The timeout bounds a
 // failure, it is not an assertion about speed.

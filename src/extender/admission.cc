@@ -1,0 +1,127 @@
+#include "extender/admission.h"
+
+#include <optional>
+
+#include "common/kube/client.h"
+#include "common/request.h"
+
+namespace mgpu::extender {
+namespace {
+
+using nlohmann::json;
+constexpr char kApiVersion[] = "admission.k8s.io/v1";
+
+const json& At(const json& object, std::initializer_list<const char*> path) {
+  static const json kNull;
+  const json* at = kube::FindPath(object, path);
+  return at ? *at : kNull;
+}
+
+// What the rules read of one admitted object: the pod (or pod template, as a pod) and, for a template, the
+// annotations its pods' controller will carry (for a Pod they are looked up when judging).
+struct Subject {
+  json pod;
+  std::optional<Annotations> workload;
+};
+
+// The workload kinds whose pod template is judged; a CronJob's is in its jobTemplate, whose annotations its
+// Jobs (its pods' controllers) carry.
+struct TemplateKind {
+  const char* group;
+  const char* kind;
+  bool in_job_template;
+};
+constexpr TemplateKind kTemplateKinds[] = {
+    {"apps", "Deployment", false}, {"apps", "StatefulSet", false}, {"apps", "ReplicaSet", false},
+    {"apps", "DaemonSet", false},  {"batch", "Job", false},        {"batch", "CronJob", true},
+};
+
+std::optional<Subject> SubjectOf(const json& object, const std::string& group, const std::string& kind,
+                                 const std::string& ns) {
+  if (group.empty() && kind == "Pod") {
+    json pod = object;
+    json& meta = pod["metadata"];
+    if (!meta.is_object()) meta = json::object();
+    if (kube::MetadataString(pod, "namespace").empty()) meta["namespace"] = ns;
+    if (kube::MetadataString(pod, "name").empty()) meta["name"] = kube::MetadataString(pod, "generateName");
+    return Subject{std::move(pod), std::nullopt};
+  }
+  for (const TemplateKind& t : kTemplateKinds) {
+    if (group != t.group || kind != t.kind) continue;
+    const json& controller = t.in_job_template ? At(object, {"spec", "jobTemplate"}) : object;
+    const json& tmpl = At(controller, {"spec", "template"});
+    json meta = At(tmpl, {"metadata"}).is_object() ? At(tmpl, {"metadata"}) : json::object();
+    meta["namespace"] = ns;
+    meta["name"] = kube::MetadataString(object, "name");
+    json pod = {{"metadata", std::move(meta)}, {"spec", At(tmpl, {"spec"})}};
+    return Subject{std::move(pod), AnnotationsOf(controller)};
+  }
+  return std::nullopt;
+}
+
+// Whether the rules would read `a` and `b` alike.
+bool SameToTheRules(const Subject& a, const Subject& b) {
+  return At(a.pod, {"spec"}) == At(b.pod, {"spec"}) &&
+         At(a.pod, {"metadata", "annotations"}) == At(b.pod, {"metadata", "annotations"}) &&
+         At(a.pod, {"metadata", "ownerReferences"}) == At(b.pod, {"metadata", "ownerReferences"}) &&
+         a.workload == b.workload;
+}
+
+std::string Judge(const Subject& subject, const Config& config, const WorkloadLookup& workload) {
+  Annotations controller;
+  if (subject.workload) {
+    controller = *subject.workload;
+  } else if (workload && ControllerOf(subject.pod)) {
+    controller = workload(subject.pod);
+  }
+  Result<PodRequest> request = ParsePodRequest(subject.pod, config, controller);
+  return request.ok() ? "" : request.message();
+}
+
+AdmissionReply Respond(const std::string& uid, int code, const std::string& refusal) {
+  json response = {{"uid", uid}, {"allowed", refusal.empty()}};
+  if (!refusal.empty()) response["status"] = {{"code", code}, {"message", refusal}};
+  return {200, json{{"apiVersion", kApiVersion}, {"kind", "AdmissionReview"}, {"response", response}}.dump()};
+}
+
+AdmissionReply BadRequest(const std::string& sentence) { return {400, sentence + "\n"}; }
+
+}  // namespace
+
+AdmissionReply ReviewAdmission(const std::string& body, const Config& config,
+                               const WorkloadLookup& workload) {
+  const json review = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (review.is_discarded())
+    return BadRequest("the request body is not JSON; an admission.k8s.io/v1 AdmissionReview was expected");
+  if (!review.is_object() || review.value("apiVersion", json()) != kApiVersion ||
+      review.value("kind", json()) != "AdmissionReview")
+    return BadRequest("the request body is not an admission.k8s.io/v1 AdmissionReview (apiVersion " +
+                      At(review, {"apiVersion"}).dump() + ", kind " + At(review, {"kind"}).dump() + ")");
+  const json& uid = At(review, {"request", "uid"});
+  if (!uid.is_string() || uid.get<std::string>().empty())
+    return BadRequest("the AdmissionReview has no request.uid");
+
+  const json& request = review["request"];
+  const std::string operation = kube::StringAt(request, {"operation"});
+  if (operation != "CREATE" && operation != "UPDATE") return Respond(uid, 200, "");
+  const json& object = At(request, {"object"});
+  if (!object.is_object())
+    return Respond(uid, 400, "the AdmissionReview's request.object is not a JSON object");
+  if (!At(object, {"metadata", "deletionTimestamp"}).is_null()) return Respond(uid, 200, "");
+
+  const std::string group = kube::StringAt(request, {"kind", "group"});
+  const std::string kind = kube::StringAt(request, {"kind", "kind"});
+  std::string ns = kube::StringAt(request, {"namespace"});
+  if (ns.empty()) ns = kube::MetadataString(object, "namespace");
+  const std::optional<Subject> subject = SubjectOf(object, group, kind, ns);
+  if (!subject) return Respond(uid, 200, "");
+  if (operation == "UPDATE") {
+    const json& old_object = At(request, {"oldObject"});
+    std::optional<Subject> old =
+        old_object.is_object() ? SubjectOf(old_object, group, kind, ns) : std::nullopt;
+    if (old && SameToTheRules(*old, *subject)) return Respond(uid, 200, "");
+  }
+  return Respond(uid, 403, Judge(*subject, config, workload));
+}
+
+}  // namespace mgpu::extender

@@ -1,0 +1,31 @@
+// The validating admission webhook (POST /validate): an admission.k8s.io/v1 AdmissionReview in, one out. A
+// Pod, or the pod template of a Deployment, StatefulSet, Job, ReplicaSet, DaemonSet or CronJob, that breaks
+// a DESIGN §3 rule is refused at creation with the sentence the filter would give later (ParsePodRequest's),
+// so `kubectl apply` shows it instead of a pod that sits Pending. What the webhook judges:
+// - a template is read as a pod named after its workload, in the request's namespace, whose workload
+//   annotations are the workload's own (a CronJob's: its jobTemplate's, which its Jobs carry);
+// - a Pod is read with its controller's annotations (`workload`, as the filter reads them);
+// - an UPDATE is judged only when the pod template or the workload's annotations changed, so an object
+//   created before the webhook (or under another config) can still be labelled, scaled or finalised;
+// - DELETE and CONNECT, other kinds and objects being deleted are allowed.
+// A body that is not an AdmissionReview with a request.uid is answered 400 with one sentence (the API
+// server then applies the webhook's failurePolicy); an unreadable request.object is refused with code 400.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/config.h"
+#include "extender/cache.h"
+
+namespace mgpu::extender {
+
+struct AdmissionReply {
+  int status = 200;  // HTTP status
+  std::string body;  // an AdmissionReview (200) or a plain sentence (400)
+};
+
+AdmissionReply ReviewAdmission(const std::string& body, const Config& config, const WorkloadLookup& workload);
+
+}  // namespace mgpu::extender
