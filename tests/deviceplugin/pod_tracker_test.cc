@@ -284,13 +284,13 @@ TEST_F(PodTrackerTest, RefusalsBecomeWarningsOnThePodOrTheNode) {
 }
 
 // Refused runs under the kubelet's call: it queues the Event and returns while the API server has not
-// taken it.
+// taken it. (Were it to post the Event itself, it would return after the delay, with the Event stored.)
 TEST_F(PodTrackerTest, ARefusalDoesNotWaitForTheApiServer) {
   StartTracker();
   api_.InjectFault({.action = testing::Fault::Action::kDelay,
                     .method = "POST",
                     .path_prefix = "/api/v1/namespaces/default/events",
-                    .delay = 10min,
+                    .delay = 10s,
                     .times = -1});
   tracker_->Refused(Resource::kCore, nullptr, "no card fits");
   EXPECT_TRUE(Events("GPUAllocationFailed").empty());
