@@ -27,6 +27,7 @@
 #include "deviceplugin/daemon.h"
 #include "deviceplugin/device_list.h"
 #include "deviceplugin/static_backend.h"
+#include "support/assigned_pod.h"
 #include "support/fake_apiserver.h"
 #include "support/fake_kubelet.h"
 #include "support/test_env.h"
@@ -166,19 +167,7 @@ class Node {
 json AssignedPod(const std::string& name, const std::string& card, int64_t units, int64_t unit_mib,
                  int64_t assume_ns) {
   const Assignment assignment{{ContainerAssignment{"main", {CardShare{card, 10, 0, units * unit_mib}}}}};
-  return {
-      {"metadata",
-       {{"name", name},
-        {"namespace", "default"},
-        {"annotations",
-         {{kNames.gpu_assignment, EncodeAssignment(assignment)},
-          {kNames.gpu_assume_time, EncodeAssumeTime(assume_ns)}}}}},
-      {"spec",
-       {{"nodeName", kNodeName},
-        {"containers",
-         {{{"name", "main"},
-           {"resources", {{"limits", {{kNames.core, "10"}, {kNames.memory, std::to_string(units)}}}}}}}}}},
-      {"status", {{"phase", "Pending"}}}};
+  return testing::AssignedPod(name, kNodeName, assignment, unit_mib, assume_ns);
 }
 
 // GetPreferredAllocation + Allocate of kRequestUnits memory devices, `calls` times (after a warm-up), each

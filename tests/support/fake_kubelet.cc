@@ -72,6 +72,7 @@ class FakeKubelet::Impl final : public v1beta1::Registration::Service,
   }
 
   void Stop() {
+    PausePodResources(false);
     StopRegistration();
     if (pod_resources_server_) {
       pod_resources_server_->Shutdown(Deadline());
@@ -120,8 +121,9 @@ class FakeKubelet::Impl final : public v1beta1::Registration::Service,
 
   grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
                     v1::ListPodResourcesResponse* response) override {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     ++pod_resources_lists_;
+    changed_.wait(lock, [this] { return !pod_resources_paused_; });
     std::map<std::pair<std::string, std::string>, v1::PodResources*> pods;
     for (const auto& [key, ids] : allocated_) {
       const auto& [ns, pod, container, resource] = key;
@@ -217,6 +219,20 @@ class FakeKubelet::Impl final : public v1beta1::Registration::Service,
       allocated_[{ns, pod, container, resource}] = ids;
     }
     return out;
+  }
+
+  void PausePodResources(bool paused) {
+    {
+      std::lock_guard lock(mu_);
+      pod_resources_paused_ = paused;
+    }
+    changed_.notify_all();
+  }
+
+  void Hold(const std::string& ns, const std::string& pod, const std::string& container,
+            const std::string& resource, std::vector<std::string> ids) {
+    std::lock_guard lock(mu_);
+    allocated_[{ns, pod, container, resource}] = std::move(ids);
   }
 
   void Release(const std::string& ns, const std::string& pod) {
@@ -317,6 +333,7 @@ class FakeKubelet::Impl final : public v1beta1::Registration::Service,
   std::map<std::string, Endpoint> endpoints_;
   std::map<std::string, ReceivedList> lists_;
   size_t pod_resources_lists_ = 0;
+  bool pod_resources_paused_ = false;
   std::map<std::tuple<std::string, std::string, std::string, std::string>, std::vector<std::string>>
       allocated_;
 };
@@ -355,6 +372,11 @@ Result<FakeKubelet::Admission> FakeKubelet::Admit(const std::string& pod_namespa
                                                   const std::map<std::string, int64_t>& resources,
                                                   std::mt19937& rng) {
   return impl_->Admit(pod_namespace, pod, container, resources, rng);
+}
+void FakeKubelet::PausePodResources(bool paused) { impl_->PausePodResources(paused); }
+void FakeKubelet::Hold(const std::string& pod_namespace, const std::string& pod, const std::string& container,
+                       const std::string& resource, std::vector<std::string> device_ids) {
+  impl_->Hold(pod_namespace, pod, container, resource, std::move(device_ids));
 }
 void FakeKubelet::Release(const std::string& pod_namespace, const std::string& pod) {
   impl_->Release(pod_namespace, pod);

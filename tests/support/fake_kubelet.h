@@ -70,8 +70,10 @@ class FakeKubelet {
                             std::chrono::milliseconds timeout) const;
   // Serialized size of the latest ListAndWatchResponse of `resource`.
   size_t LastListBytes(const std::string& resource) const;
-  // PodResources List calls answered so far (to wait for a plugin's next polls).
+  // PodResources List calls received so far (to wait for a plugin's next polls).
   size_t PodResourcesLists() const;
+  // A slow kubelet: while paused, PodResources List calls wait (Stop ends the pause).
+  void PausePodResources(bool paused);
   bool WaitForLists(const std::string& resource,
                     const std::function<bool(const std::map<std::string, std::string>&)>& done,
                     std::chrono::milliseconds timeout) const;
@@ -82,6 +84,10 @@ class FakeKubelet {
   Result<Admission> Admit(const std::string& pod_namespace, const std::string& pod,
                           const std::string& container, const std::map<std::string, int64_t>& resources,
                           std::mt19937& rng);
+  // Records devices as held without admitting them (as if admitted before the plugin started): PodResources
+  // reports them.
+  void Hold(const std::string& pod_namespace, const std::string& pod, const std::string& container,
+            const std::string& resource, std::vector<std::string> device_ids);
   // Forgets a pod's devices, as when the pod is deleted: they are available again.
   void Release(const std::string& pod_namespace, const std::string& pod);
 

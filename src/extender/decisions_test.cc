@@ -1,0 +1,106 @@
+#include "extender/decisions.h"
+
+#include <gtest/gtest.h>
+
+#include "extender/test_objects.h"
+
+namespace mgpu::extender {
+namespace {
+
+using namespace testobj;
+
+// A pod of one container asking `core` mgpu-core and `memory_mib` on one card.
+PodRequest Ask(int core, int64_t memory_mib = 1024) {
+  PodRequest pod;
+  pod.containers.push_back(ContainerRequest{"c", false, core, 0, memory_mib, 1});
+  return pod;
+}
+
+// The memo keys a decision by the node's slot and generation, never by its content. So a copy of a node view
+// with its card filled but the generation kept shows whether a decision was reused (still "fits") or made
+// again (does not fit).
+class DecisionMemoTest : public ::testing::Test {
+ protected:
+  DecisionMemoTest() {
+    cache_.UpsertNode(Node("n", 1));
+    view_ = cache_.Snapshot();
+    free_ = *view_->Find("n");
+    full_ = free_;
+    full_.state.cards[0].usage.core = 100;
+  }
+
+  Decision DecideOn(const NodeView& node, const PodRequest& pod, uint64_t model_version = 1) {
+    return memo_.Decide(*view_, {&node}, pod, nullptr, model_version).at(0);
+  }
+
+  ClusterCache cache_{Config()};
+  std::shared_ptr<const ClusterView> view_;
+  NodeView free_, full_;
+  DecisionMemo memo_;
+};
+
+TEST_F(DecisionMemoTest, DecidesFitAndCostAndLeavesAbsentNodesUnfit) {
+  const std::vector<Decision> d = memo_.Decide(*view_, {&free_, nullptr}, Ask(30), nullptr, 1);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_TRUE(d[0].fits);
+  EXPECT_FALSE(d[1].fits);
+  EXPECT_FALSE(DecideOn(full_, Ask(40)).fits);  // a shape not decided before is decided on the content
+}
+
+TEST_F(DecisionMemoTest, ReusesTheDecisionForTheSameShapeAndGeneration) {
+  ASSERT_TRUE(DecideOn(free_, Ask(30)).fits);
+  EXPECT_TRUE(DecideOn(full_, Ask(30)).fits);
+}
+
+TEST_F(DecisionMemoTest, DecidesAgainWhenTheNodeViewChanges) {
+  ASSERT_TRUE(DecideOn(free_, Ask(30)).fits);
+  full_.generation = free_.generation + 1;
+  EXPECT_FALSE(DecideOn(full_, Ask(30)).fits);
+}
+
+TEST_F(DecisionMemoTest, DecidesAgainForAnotherShape) {
+  ASSERT_TRUE(DecideOn(free_, Ask(30)).fits);
+  PodRequest offline = Ask(30);
+  offline.qos = Qos::kOffline;
+  EXPECT_FALSE(DecideOn(full_, offline).fits) << ShapeKey(offline);
+  EXPECT_FALSE(DecideOn(full_, Ask(30, 2048)).fits);
+  PodRequest spread = Ask(30);
+  spread.card_policy = CardPolicy::kSpread;
+  EXPECT_FALSE(DecideOn(full_, spread).fits);
+}
+
+TEST_F(DecisionMemoTest, PodsOfOneShapeShareDecisionsWhateverTheirNames) {
+  PodRequest a = Ask(30);
+  a.name = "a";
+  a.uid = "uid-a";
+  PodRequest b = Ask(30);
+  b.name = "b";
+  b.uid = "uid-b";
+  EXPECT_EQ(ShapeKey(a), ShapeKey(b));
+  ASSERT_TRUE(DecideOn(free_, a).fits);
+  EXPECT_TRUE(DecideOn(full_, b).fits);
+}
+
+TEST_F(DecisionMemoTest, TheModelVersionMattersOnlyToPoliciesThatReadTheModel) {
+  PodRequest fragmentation = Ask(30);
+  fragmentation.card_policy = CardPolicy::kFragmentation;
+  ASSERT_TRUE(DecideOn(free_, fragmentation, 1).fits);
+  EXPECT_TRUE(DecideOn(full_, fragmentation, 1).fits);
+  EXPECT_FALSE(DecideOn(full_, fragmentation, 2).fits);
+
+  ASSERT_TRUE(DecideOn(free_, Ask(30), 1).fits);
+  EXPECT_TRUE(DecideOn(full_, Ask(30), 2).fits);
+}
+
+// Eight shapes are remembered, the least recently used forgotten first.
+TEST_F(DecisionMemoTest, RemembersTheEightLatestShapes) {
+  ASSERT_TRUE(DecideOn(free_, Ask(1)).fits);
+  for (int core = 2; core <= 8; ++core) DecideOn(free_, Ask(core));
+  EXPECT_TRUE(DecideOn(full_, Ask(1)).fits);  // seven others since: still remembered, and now the latest
+
+  for (int core = 11; core <= 18; ++core) DecideOn(free_, Ask(core));
+  EXPECT_FALSE(DecideOn(full_, Ask(1)).fits);  // eight others since: forgotten
+}
+
+}  // namespace
+}  // namespace mgpu::extender
