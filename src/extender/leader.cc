@@ -94,7 +94,8 @@ Json LeaderElector::LeaseRecord(const Json& base, int transitions) const {
 
 void LeaderElector::TryAcquireOrRenew() {
   const auto started = Clock::now();
-  const auto retry = duration_ / 4;
+  // In milliseconds: seconds / 4 would round a short lease's margin down to nothing.
+  const auto retry = std::chrono::duration_cast<std::chrono::milliseconds>(duration_) / 4;
   const auto won = [&] {
     std::lock_guard lock(mu_);
     leader_until_ = started + duration_ - retry;
