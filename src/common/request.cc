@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_path.h"
 #include "common/quantity.h"
 
 namespace mgpu {
@@ -16,21 +17,14 @@ using nlohmann::json;
 constexpr int64_t kMaxCardCount = 128;
 constexpr int64_t kMaxMemoryUnits = int64_t{1} << 40;
 
-const json* Field(const json& object, const char* key) {
-  if (!object.is_object()) return nullptr;
-  auto it = object.find(key);
-  return it == object.end() ? nullptr : &*it;
-}
+const json* Field(const json& object, const char* key) { return FindPath(object, {key}); }
 
 const json* FindPhase(const json& pod) {
   const json* status = Field(pod, "status");
   return status ? Field(*status, "phase") : nullptr;
 }
 
-std::string StringField(const json& object, const char* key) {
-  const json* v = Field(object, key);
-  return v && v->is_string() ? v->get<std::string>() : std::string();
-}
+std::string StringField(const json& object, const char* key) { return StringAt(object, {key}); }
 
 // One container's three mgpu quantities (0 = not asked for).
 struct Asked {

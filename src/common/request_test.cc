@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/codec.h"
+#include "common/pod_facts.h"
 #include "common/test_util.h"
 
 namespace mgpu {
@@ -306,6 +308,47 @@ metadata:
   EXPECT_EQ(owner->name, "web-5d9c");
   EXPECT_EQ(owner->api_version, "apps/v1");
   EXPECT_FALSE(ControllerOf(Yaml("metadata: {name: p}")).has_value());
+}
+
+}  // namespace
+}  // namespace mgpu
+
+namespace mgpu {
+namespace {
+
+TEST(PodFacts, ReadsIdentityPlaceAndTheHandOffAnnotationsOnce) {
+  const Config config;
+  const ResourceNames names = config.Names();
+  const Assignment assigned{{ContainerAssignment{"main", {CardShare{"GPU-a", 30, 0, 4096}}}}};
+  nlohmann::json pod = {{"metadata",
+                         {{"name", "p"},
+                          {"uid", "u-1"},
+                          {"resourceVersion", "7"},
+                          {"annotations",
+                           {{names.gpu_assignment, EncodeAssignment(assigned)},
+                            {names.gpu_allocated, "not an assignment"},
+                            {names.gpu_assume_time, EncodeAssumeTime(42)}}}}},
+                        {"spec", {{"nodeName", "node-a"}}},
+                        {"status", {{"phase", "Running"}}}};
+  PodFacts facts = ReadPodFacts(pod, config);
+  EXPECT_EQ(facts.key, "default/p");  // no namespace: "default"
+  EXPECT_EQ(facts.uid, "u-1");
+  EXPECT_EQ(facts.resource_version, "7");
+  EXPECT_EQ(facts.node, "node-a");
+  EXPECT_TRUE(facts.HoldsNode());
+  EXPECT_EQ(facts.assignment, assigned);
+  EXPECT_FALSE(facts.allocated.has_value());
+  EXPECT_EQ(facts.assume_time_ns, 42);
+  ASSERT_EQ(facts.problems.size(), 1u);
+  EXPECT_NE(facts.problems[0].find(names.gpu_allocated), std::string::npos) << facts.problems[0];
+
+  pod["status"]["phase"] = "Succeeded";
+  pod["metadata"]["deletionTimestamp"] = "2026-11-25T00:00:00Z";
+  facts = ReadPodFacts(pod, config);
+  EXPECT_TRUE(facts.finished);
+  EXPECT_TRUE(facts.deleting);
+  EXPECT_FALSE(facts.HoldsNode());
+  EXPECT_TRUE(ReadPodFacts(nlohmann::json::array(), config).key.empty());  // not an object: nothing
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "common/codec.h"
 #include "common/kube/client.h"
+#include "common/pod_facts.h"
 #include "common/request.h"
 
 namespace mgpu::dp {
@@ -49,16 +50,13 @@ int64_t AssignedDevices(const ContainerAssignment& c, Resource resource, const C
 }  // namespace
 
 NodePod ReadNodePod(const json& pod, const Config& config, const Annotations& workload) {
-  const ResourceNames names = config.Names();
+  PodFacts facts = ReadPodFacts(pod, config);
   NodePod out;
-  out.key = PodKeyOf(pod);
-  out.uid = kube::MetadataString(pod, "uid");
-  out.resource_version = kube::MetadataString(pod, "resourceVersion");
-  const std::string phase = kube::StringAt(pod, {"status", "phase"});
-  const bool deleting = !kube::MetadataString(pod, "deletionTimestamp").empty();
-  out.active = phase != "Succeeded" && phase != "Failed" && !deleting;
+  out.key = std::move(facts.key);
+  out.uid = std::move(facts.uid);
+  out.resource_version = std::move(facts.resource_version);
+  out.active = !facts.finished && !facts.deleting;
   out.started = StartedContainers(pod);
-
   Result<PodRequest> request = ParsePodRequest(pod, config, workload);
   if (request.ok()) {
     out.containers = std::move(request->containers);
@@ -66,28 +64,10 @@ NodePod ReadNodePod(const json& pod, const Config& config, const Annotations& wo
   } else {
     out.problems.push_back(request.message());
   }
-  const Annotations annotations = AnnotationsOf(pod);
-  const auto read = [&](const std::string& name, std::optional<Assignment>& into) {
-    auto it = annotations.find(name);
-    if (it == annotations.end()) return;
-    Result<Assignment> a = DecodeAssignment(it->second);
-    if (a.ok()) {
-      into = std::move(*a);
-    } else {
-      out.problems.push_back("pod " + out.key + " has an unreadable " + name + ": " + a.message());
-    }
-  };
-  read(names.gpu_assignment, out.assignment);
-  read(names.gpu_allocated, out.allocated);
-  if (auto it = annotations.find(names.gpu_assume_time); it != annotations.end()) {
-    Result<int64_t> t = DecodeAssumeTime(it->second);
-    if (t.ok()) {
-      out.assume_time_ns = *t;
-    } else {
-      out.problems.push_back("pod " + out.key + " has an unreadable " + names.gpu_assume_time + ": " +
-                             t.message());
-    }
-  }
+  out.assignment = std::move(facts.assignment);
+  out.allocated = std::move(facts.allocated);
+  out.assume_time_ns = facts.assume_time_ns;
+  out.problems.insert(out.problems.end(), facts.problems.begin(), facts.problems.end());
   return out;
 }
 

@@ -25,12 +25,6 @@ std::optional<HostRequest> AllocatableOf(const json& node) {
   return HostRequest{*c, *m};
 }
 
-// Bound to a node and not finished: the pod holds what it requested there.
-bool HoldsNode(const json& pod) {
-  const std::string phase = kube::StringAt(pod, {"status", "phase"});
-  return !kube::StringAt(pod, {"spec", "nodeName"}).empty() && phase != "Succeeded" && phase != "Failed";
-}
-
 int64_t SystemNowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -297,32 +291,19 @@ void ClusterCache::DeleteNode(const json& node) {
   ChangedLocked();
 }
 
-std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const json& pod,
+std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const json& pod, PodFacts facts,
                                                            const std::optional<PodRequest>& known) {
-  const ResourceNames names = config_.Names();
-  const Annotations annotations = AnnotationsOf(pod);
-  const std::string key = PodKeyOf(pod);
+  for (const std::string& problem : facts.problems) spdlog::warn("pod={} ignoring: {}", facts.key, problem);
+  const std::string& key = facts.key;
   PodEntry entry;
   entry.placed.key = key;
-  entry.placed.uid = kube::StringAt(pod, {"metadata", "uid"});
-  entry.node = kube::StringAt(pod, {"spec", "nodeName"});
-  const auto read = [&](const std::string& name) -> std::optional<Assignment> {
-    auto it = annotations.find(name);
-    if (it == annotations.end()) return std::nullopt;
-    Result<Assignment> decoded = DecodeAssignment(it->second);
-    if (decoded.ok()) return std::move(*decoded);
-    spdlog::warn("pod={} ignoring unreadable {}: {}", key, name, decoded.message());
-    return std::nullopt;
-  };
-  std::optional<Assignment> allocated = read(names.gpu_allocated);
-  entry.placed.assigned = read(names.gpu_assignment);
-  if (!allocated && !entry.placed.assigned) return std::nullopt;
-  entry.placed.allocated = allocated.has_value();
-  entry.placed.assignment = allocated ? std::move(*allocated) : *entry.placed.assigned;
-  if (auto it = annotations.find(names.gpu_assume_time); it != annotations.end()) {
-    Result<int64_t> t = DecodeAssumeTime(it->second);
-    if (t.ok()) entry.placed.assume_ns = *t;
-  }
+  entry.placed.uid = facts.uid;
+  entry.node = facts.node;
+  entry.placed.assigned = std::move(facts.assignment);
+  if (!facts.allocated && !entry.placed.assigned) return std::nullopt;
+  entry.placed.allocated = facts.allocated.has_value();
+  entry.placed.assignment = facts.allocated ? std::move(*facts.allocated) : *entry.placed.assigned;
+  entry.placed.assume_ns = facts.assume_time_ns;
   if (known) {
     entry.placed.request = *known;  // parsed by the bind that placed it
   } else {
@@ -336,13 +317,16 @@ std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const json& pod,
     }
     entry.placed.request = std::move(*request);
   }
-  entry.holds_node = HoldsNode(pod);
+  entry.holds_node = facts.HoldsNode();
   return entry;
 }
 
 void ClusterCache::UpsertPod(const json& pod) {
-  const std::string key = PodKeyOf(pod);
-  const std::string uid = kube::StringAt(pod, {"metadata", "uid"});
+  PodFacts facts = ReadPodFacts(pod, config_);
+  const std::string key = facts.key;
+  const std::string uid = facts.uid;
+  const bool holds_node = facts.HoldsNode();
+  const bool finished = facts.finished;
   std::optional<PodRequest> known;  // a pod this extender bound: no need to parse it (or read its workload)
   {
     std::lock_guard lock(mu_);
@@ -351,10 +335,9 @@ void ClusterCache::UpsertPod(const json& pod) {
     else if (auto p = pods_.find(key); p != pods_.end() && p->second.placed.uid == uid)
       known = p->second.placed.request;
   }
-  std::optional<PodEntry> entry = ToEntry(pod, known);
-  const std::string phase = kube::StringAt(pod, {"status", "phase"});
   std::optional<HostUse> use;
-  if (HoldsNode(pod)) use = HostUse{kube::StringAt(pod, {"spec", "nodeName"}), HostRequestOf(pod)};
+  if (holds_node) use = HostUse{facts.node, HostRequestOf(pod)};
+  std::optional<PodEntry> entry = ToEntry(pod, std::move(facts), known);
   std::lock_guard lock(mu_);
   std::set<std::string> old_nodes = NodesOfLocked(key);
   old_nodes.merge(SetHostUseLocked(key, std::move(use)));
@@ -365,7 +348,6 @@ void ClusterCache::UpsertPod(const json& pod) {
   if (auto a = assumed_.find(key); a != assumed_.end()) {
     const bool other_pod = a->second.placed.uid != uid;
     const bool shown = entry && pods_[key].holds_node;
-    const bool finished = phase == "Succeeded" || phase == "Failed";
     if (other_pod || shown || finished) assumed_.erase(a);
   }
   ReindexLocked(key, old_nodes);

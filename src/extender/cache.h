@@ -31,6 +31,7 @@
 #include "common/config.h"
 #include "common/fragmentation.h"
 #include "common/model.h"
+#include "common/pod_facts.h"
 #include "common/request.h"
 #include "common/result.h"
 
@@ -147,7 +148,7 @@ class ClusterCache {
   };
 
   // `known`: the pod's request when this extender parsed it already (it bound the pod).
-  std::optional<PodEntry> ToEntry(const nlohmann::json& pod, const std::optional<PodRequest>& known);
+  std::optional<PodEntry> ToEntry(const nlohmann::json& pod, PodFacts facts, const std::optional<PodRequest>& known);
   bool CountsLocked(const PodEntry& entry, bool assumed, int64_t now) const;
   const PodEntry* EffectiveLocked(const std::string& key, int64_t now) const;
   void ReindexLocked(const std::string& key, const std::set<std::string>& old_nodes);

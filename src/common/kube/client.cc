@@ -173,14 +173,6 @@ std::string ResourcePath(const Resource& resource, std::string_view ns, std::str
   return path;
 }
 
-std::string MetadataString(const Json& object, const char* key) {
-  if (!object.is_object()) return "";
-  auto metadata = object.find("metadata");
-  if (metadata == object.end() || !metadata->is_object()) return "";
-  auto value = metadata->find(key);
-  return value != metadata->end() && value->is_string() ? value->get<std::string>() : "";
-}
-
 std::string NowRfc3339() {
   std::time_t now = std::time(nullptr);
   std::tm tm{};
@@ -188,22 +180,6 @@ std::string NowRfc3339() {
   char buffer[32];
   std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buffer;
-}
-
-const Json* FindPath(const Json& object, std::initializer_list<const char*> path) {
-  const Json* at = &object;
-  for (const char* key : path) {
-    if (!at->is_object()) return nullptr;
-    auto it = at->find(key);
-    if (it == at->end()) return nullptr;
-    at = &*it;
-  }
-  return at;
-}
-
-std::string StringAt(const Json& object, std::initializer_list<const char*> path) {
-  const Json* value = FindPath(object, path);
-  return value && value->is_string() ? value->get<std::string>() : "";
 }
 
 ApiResult ApiResult::Failure(int http_status, std::string reason, std::string message) {

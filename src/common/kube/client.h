@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_path.h"
 #include "common/kube/kubeconfig.h"
 #include "common/result.h"
 
@@ -60,16 +61,13 @@ std::optional<Resource> ResourceForKind(std::string_view api_version, std::strin
 std::string ResourcePath(const Resource& resource, std::string_view ns, std::string_view name = "",
                          std::string_view subresource = "");
 
-// metadata.<key> of an object when it is a string ("name", "namespace", "uid", "resourceVersion"), else "".
-std::string MetadataString(const Json& object, const char* key);
+using ::mgpu::FindPath;  // common/json_path.h
+using ::mgpu::MetadataString;
+using ::mgpu::StringAt;
 
 // The current UTC time as the API server writes timestamps ("2026-11-23T06:53:35Z").
 std::string NowRfc3339();
 
-// The value at `path` (keys of nested objects), or null when a step is missing or not an object.
-const Json* FindPath(const Json& object, std::initializer_list<const char*> path);
-// The string at `path`, or "" when it is missing or not a string.
-std::string StringAt(const Json& object, std::initializer_list<const char*> path);
 
 // The outcome of one API call.
 class [[nodiscard]] ApiResult {
