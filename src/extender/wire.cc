@@ -66,6 +66,21 @@ void AppendJsonString(std::string& out, std::string_view text) {
   out += '"';
 }
 
+void AppendReason(std::string& out, std::string_view text) {
+  static constexpr std::string_view kFullwidthPercent = "\xef\xbc\x85";
+  if (text.find('%') == std::string_view::npos) return AppendJsonString(out, text);
+  std::string safe;
+  safe.reserve(text.size() + 8);
+  for (const char c : text) {
+    if (c == '%') {
+      safe += kFullwidthPercent;
+    } else {
+      safe += c;
+    }
+  }
+  AppendJsonString(out, safe);
+}
+
 const json* FieldAnyCase(const json& object, std::string_view key) {
   if (!object.is_object()) return nullptr;
   auto exact = object.find(std::string(key));
@@ -153,14 +168,14 @@ std::string EncodeFilterResult(const ExtenderArgs& args, const FilterResult& res
       separator = ',';
       AppendJsonString(out, node);
       out += ':';
-      AppendJsonString(out, reason);
+      AppendReason(out, reason);
     }
     out += map.empty() ? "{}" : "}";
   };
   append_map(",\"FailedNodes\":", result.failed);
   append_map(",\"FailedAndUnresolvableNodes\":", result.unresolvable);
   out += ",\"Error\":";
-  AppendJsonString(out, result.error);
+  AppendReason(out, result.error);
   out += '}';
   return out;
 }
@@ -181,7 +196,12 @@ std::string EncodePrioritizeResult(const std::vector<HostScore>& scores) {
   return out;
 }
 
-std::string EncodeError(std::string_view error) { return json{{"Error", error}}.dump(); }
+std::string EncodeError(std::string_view error) {
+  std::string out = "{\"Error\":";
+  AppendReason(out, error);
+  out += '}';
+  return out;
+}
 
 Result<BindArgs> BindArgs::Parse(std::string_view body) {
   try {

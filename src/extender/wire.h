@@ -66,6 +66,9 @@ std::string EncodePreemptResult(const std::map<std::string, MetaVictims>& victim
 
 // Appends `text` as a JSON string literal (quotes, backslashes and control characters escaped).
 void AppendJsonString(std::string& out, std::string_view text);
+// Appends a reason kube-scheduler shows as AppendJsonString does, with each '%' (kube-scheduler formats
+// reasons as a format string, and pod fields such as annotations may hold one) written as U+FF05 '％'.
+void AppendReason(std::string& out, std::string_view text);
 
 // The value of `key` in a JSON object, matched in any case; null when absent.
 const nlohmann::json* FieldAnyCase(const nlohmann::json& object, std::string_view key);

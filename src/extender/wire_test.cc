@@ -146,5 +146,21 @@ TEST(Wire, RepliesEscapeWhatJsonMust) {
   EXPECT_EQ(json::parse(EncodePrioritizeResult({})), json::array());
 }
 
+// kube-scheduler formats reasons as a format string: a '%' from a pod's own text reaches it as '％'.
+TEST(Wire, ReasonsCarryNoPercentSign) {
+  const std::string fullwidth = "\xef\xbc\x85";
+  ExtenderArgs args;
+  args.node_names = {"n1"};
+  FilterResult result;
+  result.failed["n1"] = "gpu-count \"50%\" is bad";
+  result.unresolvable["n2"] = "%s%n";
+  result.error = "100%";
+  const json reply = json::parse(EncodeFilterResult(args, result));
+  EXPECT_EQ(reply["FailedNodes"]["n1"], "gpu-count \"50" + fullwidth + "\" is bad");
+  EXPECT_EQ(reply["FailedAndUnresolvableNodes"]["n2"], fullwidth + "s" + fullwidth + "n");
+  EXPECT_EQ(reply["Error"], "100" + fullwidth);
+  EXPECT_EQ(json::parse(EncodeError("5%"))["Error"], "5" + fullwidth);
+}
+
 }  // namespace
 }  // namespace mgpu::extender
