@@ -5,6 +5,8 @@
 #include <charconv>
 #include <set>
 
+#include "common/json_depth.h"
+
 namespace mgpu {
 namespace {
 
@@ -72,6 +74,8 @@ class Fields {
 };
 
 Result<json> ParseJson(std::string_view text, std::string_view what) {
+  if (!JsonDepthWithin(text))
+    return Error{std::string(what) + " nests deeper than " + std::to_string(kMaxJsonDepth) + " levels"};
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error{std::string(what) + " is not valid JSON"};
   return j;

@@ -76,6 +76,8 @@ TEST(Codec, AssignmentRoundTripsForBothPodAnnotations) {
 
 TEST(Codec, AssignmentRejectsBadFieldsByPath) {
   EXPECT_EQ(DecodeAssignment("not json").message(), "gpu assignment is not valid JSON");
+  EXPECT_EQ(DecodeAssignment(std::string(100000, '[')).message(),
+            "gpu assignment nests deeper than 256 levels");
   EXPECT_EQ(DecodeAssignment(R"({"containers":{}})").message(), "gpu assignment: containers must be a list");
   EXPECT_EQ(DecodeAssignment(R"({"containers":[{"name":"c","cards":[]}]})").message(),
             "gpu assignment: containers[0].cards must not be empty");

@@ -3,6 +3,8 @@
 #include <simdjson.h>
 #include <strings.h>
 
+#include "common/json_depth.h"
+
 namespace mgpu::extender {
 namespace {
 
@@ -27,7 +29,12 @@ std::string NodeNameOf(std::string_view item, size_t padding) {
   throw simdjson::simdjson_error(simdjson::NO_SUCH_FIELD);
 }
 
+std::string TooDeep(std::string_view what) {
+  return std::string(what) + " nests deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+}
+
 json ParseJson(std::string_view body, std::string_view what) {
+  if (!JsonDepthWithin(body)) throw std::invalid_argument(TooDeep(what));
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw std::invalid_argument(std::string(what) + " is not valid JSON");
   if (!j.is_object()) throw std::invalid_argument(std::string(what) + " is not a JSON object");
@@ -92,6 +99,7 @@ const json* FieldAnyCase(const json& object, std::string_view key) {
 }
 
 Result<ExtenderArgs> ExtenderArgs::Parse(std::string_view body) {
+  if (!JsonDepthWithin(body)) return Error{TooDeep("ExtenderArgs")};
   ExtenderArgs args;
   args.buffer_ = std::make_shared<std::string>();
   args.buffer_->reserve(body.size() + simdjson::SIMDJSON_PADDING);

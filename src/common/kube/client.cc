@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/json_depth.h"
 #include "common/kube/exec_credential.h"
 
 namespace mgpu::kube {
@@ -53,7 +54,7 @@ void AddSelectors(std::string& path, const ListOptions& options) {
 
 // The API server's Status.reason and message from an error body, or a snippet of a body that is not a Status.
 std::pair<std::string, std::string> StatusOf(const std::string& body) {
-  Json status = Json::parse(body, nullptr, false);
+  Json status = JsonDepthWithin(body) ? Json::parse(body, nullptr, false) : Json();
   if (status.is_object() && status.value("kind", "") == "Status") {
     auto text = [&](const char* key) {
       auto it = status.find(key);
@@ -159,6 +160,7 @@ struct WatchStream {
 }  // namespace
 
 std::optional<WatchEvent> ParseWatchLine(std::string_view line) {
+  if (!JsonDepthWithin(line)) return std::nullopt;
   Json event = Json::parse(line, nullptr, false);
   if (!event.is_object()) return std::nullopt;
   auto type = event.find("type");
@@ -467,6 +469,12 @@ ApiResult Client::Request(std::string_view method, const std::string& path, cons
       auto [reason, message] = StatusOf(response);
       return ApiResult::Failure(static_cast<int>(status), reason,
                                 DescribeFailure(method, path, status, message));
+    }
+    if (!JsonDepthWithin(response)) {
+      return ApiResult::Failure(
+          static_cast<int>(status), "",
+          DescribeFailure(method, path, status,
+                          "the answer nests deeper than " + std::to_string(kMaxJsonDepth) + " levels"));
     }
     Json value = Json::parse(response, nullptr, false);
     if (value.is_discarded()) {

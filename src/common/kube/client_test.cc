@@ -574,6 +574,7 @@ TEST(WatchLine, OnlyTypedObjectsAreEvents) {
   EXPECT_FALSE(ParseWatchLine("[1]"));
   EXPECT_FALSE(ParseWatchLine(R"({"type":"ADDED","object":"a string"})"));
   EXPECT_FALSE(ParseWatchLine(R"({"type":7,"object":{}})"));
+  EXPECT_FALSE(ParseWatchLine(R"({"type":"ADDED","object":{"a":)" + std::string(100000, '[') + "}}"));
   std::optional<WatchEvent> event = ParseWatchLine(R"({"type":"DELETED","object":{"a":1}})");
   ASSERT_TRUE(event);
   EXPECT_EQ(event->type, "DELETED");
