@@ -86,7 +86,7 @@ TEST(DevicePluginDeploy, ClusterRoleGrantsExactlyWhatThePluginCalls) {
     }
   }
   const std::map<std::string, std::set<std::string>> want = {
-      {"pods", {"get", "list", "watch", "patch"}}, {"nodes", {"get", "patch"}}, {"events", {"create"}}};
+      {"pods", {"list", "watch", "patch"}}, {"nodes", {"patch"}}, {"events", {"create"}}};
   EXPECT_EQ(granted, want);
   const YAML::Node binding = Find("deviceplugin/rbac.yaml", "ClusterRoleBinding");
   EXPECT_EQ(binding["subjects"][0]["name"].as<std::string>(), "mgpu-device-plugin");
