@@ -1,21 +1,16 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of fuzz/ with clang (AddressSanitizer + UndefinedBehaviorSanitizer) in
-# build-fuzz and runs each for SECONDS (default 60) from its seed corpus fuzz/corpus/<target>/ and the
-# inputs that once crashed it, fuzz/regressions/<target>/. Fails when any target finds a crash; the input
-# is left in build-fuzz/findings/<target>/ (keep it under fuzz/regressions/ once fixed).
+# build-asan (scripts/sanitize.sh) and runs each for SECONDS (default 60) from its seed corpus
+# fuzz/corpus/<target>/ and the inputs that once crashed it, fuzz/regressions/<target>/. Fails when any target finds a crash; the input
+# is left in build-asan/findings/<target>/ (keep it under fuzz/regressions/ once fixed).
 # Usage: scripts/fuzz.sh [SECONDS] [target...]   (no target: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
-build_dir=${MGPU_FUZZ_BUILD_DIR:-build-fuzz}
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-if [ ! -f "$build_dir/build.ninja" ]; then
-  cmake -S . -B "$build_dir" -G Ninja "${launcher[@]}" -DCMAKE_CXX_COMPILER=clang++ -DMGPU_FUZZ=ON \
-    -DMGPU_BUILD_TESTS=OFF -DMGPU_BUILD_BENCH=OFF
-fi
-cmake --build "$build_dir" -j "$(nproc)" --target mgpu_fuzz
+# The ASan+UBSan build of scripts/sanitize.sh holds the fuzz targets too (MGPU_FUZZ=ON).
+build_dir=${MGPU_ASAN_BUILD_DIR:-build-asan}
+bash scripts/sanitize.sh asan-build
 
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then

@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev libyaml-cpp-dev libcpp-httplib-dev
   libssl-dev zlib1g-dev libbrotli-dev libsimdjson-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev openssl
+  clang libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do
