@@ -105,8 +105,9 @@ TEST_F(ExtenderTest, PodsWithoutGpuPassEverywhere) {
 }
 
 TEST_F(ExtenderTest, PrioritizeBinpackPrefersTheFullerNode) {
-  const std::vector<HostScore> scores =
-      extender_.Prioritize(Args(Pod("p", 20, 1000), {"empty", "half", "full"}));
+  // The scores name their hosts by views into the arguments: those must outlive them.
+  const ExtenderArgs args = Args(Pod("p", 20, 1000), {"empty", "half", "full"});
+  const std::vector<HostScore> scores = extender_.Prioritize(args);
   ASSERT_EQ(scores.size(), 3u);
   EXPECT_EQ(scores[2].host, "full");
   EXPECT_EQ(scores[2].score, 10);  // fullest node that still fits
@@ -132,7 +133,8 @@ TEST(ExtenderPressure, UnboundPodsLeaveScarceModelsToThePodsBoundToThem) {
   extender.Filter(Args(bound, {"t4"}));
   for (int i = 0; i < 99; ++i)
     extender.Filter(Args(Pod("any-" + std::to_string(i), 50, 1000), {"t4", "g2-0"}));
-  const std::vector<HostScore> scores = extender.Prioritize(Args(Pod("p", 50, 1000), {"t4", "g2-0"}));
+  const ExtenderArgs args = Args(Pod("p", 50, 1000), {"t4", "g2-0"});
+  const std::vector<HostScore> scores = extender.Prioritize(args);
   ASSERT_EQ(scores.size(), 2u);
   EXPECT_LT(scores[0].score, scores[1].score);
 }
