@@ -46,10 +46,10 @@ Extender::FactsRef Extender::Parse(const nlohmann::json& pod) const {
   Annotations workload;
   if (workloads_) workload = workloads_->Resolve(pod);
   std::string ns = kube::MetadataString(pod, "namespace");
-  return std::make_shared<const PodFacts>(PodFacts{
-      (ns.empty() ? "default" : ns) + "/" + kube::MetadataString(pod, "name"),
-      kube::MetadataString(pod, "uid"), kube::MetadataString(pod, "resourceVersion"),
-      kube::StringAt(pod, {"spec", "nodeName"}), ParsePodRequest(pod, cache_.config(), workload)});
+  return std::make_shared<const PodFacts>(
+      PodFacts{(ns.empty() ? "default" : ns) + "/" + kube::MetadataString(pod, "name"),
+               kube::MetadataString(pod, "uid"), kube::MetadataString(pod, "resourceVersion"),
+               kube::StringAt(pod, {"spec", "nodeName"}), ParsePodRequest(pod, cache_.config(), workload)});
 }
 
 Extender::FactsRef Extender::Remembered(const std::string& uid) {
@@ -214,7 +214,7 @@ std::string Extender::Bind(const BindArgs& args) {
 }
 
 std::string Extender::BindWithCards(const BindArgs& args, FactsRef pod) {
-  const std::string& key = pod->key;
+  const std::string key = pod->key;  // a copy: a conflict replaces `pod`
   const ExtenderConfig& ec = cache_.config().extender;
   const ModelRef model = Model();
   const int64_t assume_ns = NowNs();

@@ -253,14 +253,16 @@ TEST_F(ExtenderIntegration, BurstOfConcurrentBindsNeverOvercommitsAndRestartRebu
       std::chrono::seconds(30)));
   stop = true;
   plugins.join();
+  // A range-for over a temporary's member (or the views of a snapshot not held) reads freed memory.
   const auto cards_of = [](Daemon& d) {
     json out = json::object();
-    for (const json& node : NodesJson(d.cache().Snapshot()->Nodes())["nodes"])
-      out[node["name"].get<std::string>()] = node["cards"];
+    const json nodes = NodesJson(d.cache().Snapshot()->Nodes());
+    for (const json& node : nodes["nodes"]) out[node["name"].get<std::string>()] = node["cards"];
     return out;
   };
   ASSERT_TRUE(WaitUntil([&] {
-    for (const NodeView* view : daemon->cache().Snapshot()->Nodes())
+    const std::shared_ptr<const ClusterView> view_of_all = daemon->cache().Snapshot();
+    for (const NodeView* view : view_of_all->Nodes())
       for (const PlacedPod& p : view->pods)
         if (!p.allocated) return false;
     return true;
