@@ -20,7 +20,7 @@ asan_dir=${MGPU_ASAN_BUILD_DIR:-build-asan}
 tsan_dir=${MGPU_TSAN_BUILD_DIR:-build-tsan}
 export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp"
 
 configure() {  # build dir, cmake options...
   local dir=$1

@@ -144,6 +144,9 @@ Result<ExtenderArgs> ExtenderArgs::Parse(std::string_view body) {
     return Error{e.what()};
   }
   if (!have_pod) return Error{"ExtenderArgs has no Pod"};
+  if (args.node_names.size() > kMaxNodeNames)
+    return Error{"ExtenderArgs names " + std::to_string(args.node_names.size()) + " nodes, more than the " +
+                 std::to_string(kMaxNodeNames) + " mgpu-scheduler-extender takes"};
   return args;
 }
 

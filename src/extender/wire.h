@@ -15,6 +15,9 @@
 
 namespace mgpu::extender {
 
+// The most nodes one filter or prioritize call may name (Kubernetes supports clusters of 5,000 nodes).
+inline constexpr size_t kMaxNodeNames = 65536;
+
 // ExtenderArgs of filter and prioritize.
 struct ExtenderArgs {
   nlohmann::json pod;
@@ -22,7 +25,7 @@ struct ExtenderArgs {
   bool full_nodes = false;                   // the scheduler sent `Nodes` (nodeCacheCapable: false)
   std::vector<std::string_view> node_items;  // full mode: each node's JSON text, parallel to node_names
 
-  // Fails (one sentence) on malformed JSON or wrong types.
+  // Fails (one sentence) on malformed JSON, wrong types, or more than kMaxNodeNames nodes.
   static Result<ExtenderArgs> Parse(std::string_view body);
 
  private:

@@ -157,6 +157,17 @@ TEST(Wire, DeeplyNestedBodiesAreRefused) {
   EXPECT_TRUE(ExtenderArgs::Parse(R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["n"]})").ok());
 }
 
+TEST(Wire, AtMostKMaxNodeNamesNodes) {
+  json names = json::array();
+  for (size_t i = 0; i < kMaxNodeNames; ++i) names.push_back("n" + std::to_string(i));
+  EXPECT_TRUE(ExtenderArgs::Parse(json{{"Pod", json::object()}, {"NodeNames", names}}.dump()).ok());
+  names.push_back("one-more");
+  Result<ExtenderArgs> args = ExtenderArgs::Parse(json{{"Pod", json::object()}, {"NodeNames", names}}.dump());
+  ASSERT_FALSE(args.ok());
+  EXPECT_EQ(args.message(),
+            "ExtenderArgs names 65537 nodes, more than the 65536 mgpu-scheduler-extender takes");
+}
+
 // kube-scheduler formats reasons as a format string: a '%' from a pod's own text reaches it as '％'.
 TEST(Wire, ReasonsCarryNoPercentSign) {
   const std::string fullwidth = "\xef\xbc\x85";
