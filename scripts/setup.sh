@@ -11,6 +11,7 @@ packages=(
   libssl-dev zlib1g-dev libbrotli-dev libsimdjson-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev openssl
   prometheus  # promtool and prometheus, for the tests of /metrics and deploy/monitoring/
+  clang libclang-rt-14-dev
 )
 # kubectl for the kustomize test (Debian's kubernetes-client); a kubectl already installed by another package
 # owns /usr/bin/kubectl, and is used instead.

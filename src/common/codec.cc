@@ -5,6 +5,8 @@
 #include <charconv>
 #include <set>
 
+#include "common/json_depth.h"
+
 namespace mgpu {
 namespace {
 
@@ -34,15 +36,16 @@ class Fields {
     return v && v->is_string() ? v->get<std::string>() : std::string();
   }
 
-  int64_t Int(const char* key, int64_t min) {
+  int64_t Int(const char* key, int64_t min, int64_t max = INT64_MAX) {
     const json* v = Get(key);
     if (!v) return 0;
-    if (!v->is_number_integer()) {
+    if (!v->is_number_integer() || (v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX)) {
       Fail(Path(key), "must be a whole number");
       return 0;
     }
     const int64_t n = v->get<int64_t>();
     if (n < min) Fail(Path(key), "must be at least " + std::to_string(min));
+    if (n > max) Fail(Path(key), "must be at most " + std::to_string(max));
     return n;
   }
 
@@ -72,6 +75,8 @@ class Fields {
 };
 
 Result<json> ParseJson(std::string_view text, std::string_view what) {
+  if (!JsonDepthWithin(text))
+    return Error{std::string(what) + " nests deeper than " + std::to_string(kMaxJsonDepth) + " levels"};
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error{std::string(what) + " is not valid JSON"};
   return j;
@@ -110,7 +115,7 @@ Result<NodeInventory> DecodeInventory(std::string_view text) {
   for (size_t i = 0; i < cards.size() && error.empty(); ++i) {
     Fields c(cards[i], Indexed("cards", i), error);
     Card card;
-    card.index = static_cast<int>(c.Int("index", 0));
+    card.index = static_cast<int>(c.Int("index", 0, INT32_MAX));
     card.uuid = c.String("uuid");
     card.model = c.String("model");
     card.memory_mib = c.Int("memoryMiB", 0);
@@ -169,12 +174,10 @@ Result<Assignment> DecodeAssignment(std::string_view text) {
       Fields s(cards[k], Indexed(c.Path("cards"), k), error);
       CardShare share;
       share.uuid = s.String("uuid");
-      share.core = static_cast<int>(s.Int("core", 0));
-      share.reclaimed_core = static_cast<int>(s.Int("reclaimedCore", 0));
+      // Bounded before the narrowing: 2^32 + 50 must not read as 50.
+      share.core = static_cast<int>(s.Int("core", 0, 100));
+      share.reclaimed_core = static_cast<int>(s.Int("reclaimedCore", 0, 100));
       share.memory_mib = s.Int("memoryMiB", 0);
-      if (error.empty() && (share.core > 100 || share.reclaimed_core > 100)) {
-        s.Fail(s.Path(share.core > 100 ? "core" : "reclaimedCore"), "must be at most 100");
-      }
       ca.cards.push_back(std::move(share));
     }
     out.containers.push_back(std::move(ca));

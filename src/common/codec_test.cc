@@ -76,6 +76,17 @@ TEST(Codec, AssignmentRoundTripsForBothPodAnnotations) {
 
 TEST(Codec, AssignmentRejectsBadFieldsByPath) {
   EXPECT_EQ(DecodeAssignment("not json").message(), "gpu assignment is not valid JSON");
+  EXPECT_EQ(DecodeAssignment(std::string(100000, '[')).message(),
+            "gpu assignment nests deeper than 256 levels");
+  // Found by fuzz_assignment: a share beyond int was narrowed before the check (2^32 + 50 read as 50).
+  EXPECT_EQ(DecodeAssignment(R"({"containers":[{"name":"c","cards":[{"uuid":"G","core":4294967346,)"
+                             R"("reclaimedCore":0,"memoryMiB":1}]}]})")
+                .message(),
+            "gpu assignment: containers[0].cards[0].core must be at most 100");
+  EXPECT_EQ(DecodeAssignment(R"({"containers":[{"name":"c","cards":[{"uuid":"G","core":1,)"
+                             R"("reclaimedCore":0,"memoryMiB":18446744073709551615}]}]})")
+                .message(),
+            "gpu assignment: containers[0].cards[0].memoryMiB must be a whole number");
   EXPECT_EQ(DecodeAssignment(R"({"containers":{}})").message(), "gpu assignment: containers must be a list");
   EXPECT_EQ(DecodeAssignment(R"({"containers":[{"name":"c","cards":[]}]})").message(),
             "gpu assignment: containers[0].cards must not be empty");

@@ -120,7 +120,8 @@ Result<int64_t> ParseWholeQuantityJson(const nlohmann::json& value) {
     return value.get<int64_t>();
   }
   if (value.is_number_float()) return Error{value.dump() + " is not a whole number"};
-  return Error{value.dump() + " is not a quantity"};
+  // Not the value itself: it may be large.
+  return Error{std::string("a JSON ") + value.type_name() + " is not a quantity"};
 }
 
 }  // namespace mgpu

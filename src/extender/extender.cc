@@ -213,7 +213,7 @@ std::string Extender::Bind(const BindArgs& args) {
 }
 
 std::string Extender::BindWithCards(const BindArgs& args, FactsRef pod) {
-  const std::string& key = pod->key;
+  const std::string key = pod->key;  // a copy: a conflict replaces `pod`
   const ExtenderConfig& ec = cache_.config().extender;
   const ModelRef model = Model();
   const int64_t assume_ns = NowNs();

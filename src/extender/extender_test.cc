@@ -105,8 +105,9 @@ TEST_F(ExtenderTest, PodsWithoutGpuPassEverywhere) {
 }
 
 TEST_F(ExtenderTest, PrioritizeBinpackPrefersTheFullerNode) {
-  const std::vector<HostScore> scores =
-      extender_.Prioritize(Args(Pod("p", 20, 1000), {"empty", "half", "full"}));
+  // The scores name their hosts by views into the arguments: those must outlive them.
+  const ExtenderArgs args = Args(Pod("p", 20, 1000), {"empty", "half", "full"});
+  const std::vector<HostScore> scores = extender_.Prioritize(args);
   ASSERT_EQ(scores.size(), 3u);
   EXPECT_EQ(scores[2].host, "full");
   EXPECT_EQ(scores[2].score, 10);  // fullest node that still fits
@@ -132,7 +133,8 @@ TEST(ExtenderPressure, UnboundPodsLeaveScarceModelsToThePodsBoundToThem) {
   extender.Filter(Args(bound, {"t4"}));
   for (int i = 0; i < 99; ++i)
     extender.Filter(Args(Pod("any-" + std::to_string(i), 50, 1000), {"t4", "g2-0"}));
-  const std::vector<HostScore> scores = extender.Prioritize(Args(Pod("p", 50, 1000), {"t4", "g2-0"}));
+  const ExtenderArgs args = Args(Pod("p", 50, 1000), {"t4", "g2-0"});
+  const std::vector<HostScore> scores = extender.Prioritize(args);
   ASSERT_EQ(scores.size(), 2u);
   EXPECT_LT(scores[0].score, scores[1].score);
 }
@@ -283,6 +285,36 @@ TEST_F(ServerTest, MalformedAndHugeRequests) {
   auto ok = client_->Post("/filter", Fixture("v1.32/cache-filter-001.json"), "application/json");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
+}
+
+// Whatever a handler throws (here the readiness check, and not even a std::exception) the caller gets a 500
+// with one sentence, and the server keeps serving.
+TEST_F(ExtenderTest, AnExceptionInAHandlerIsOneSentenceNotADeadServer) {
+  std::atomic<bool> fail{true};
+  HttpServer server(extender_, cache_, metrics_, [&]() -> bool {
+    if (fail) throw 42;
+    return true;
+  });
+  ASSERT_TRUE(server.Start("127.0.0.1:0", ExtenderConfig()).ok());
+  httplib::Client client("127.0.0.1", server.port());
+  const std::string args = json{{"Pod", Pod("p", 30, 1000)}, {"NodeNames", {"empty"}}}.dump();
+  const std::string bind = json{{"PodName", "p"}, {"Node", "empty"}}.dump();
+  const std::string preempt = json{{"Pod", Pod("p", 30, 1000)}}.dump();
+  for (const auto& [path, body] : std::vector<std::pair<std::string, std::string>>{
+           {"/filter", args}, {"/prioritize", args}, {"/bind", bind}, {"/preempt", preempt}}) {
+    auto res = client.Post(path, body, "application/json");
+    ASSERT_TRUE(res) << path;
+    EXPECT_EQ(res->status, 500) << path;
+    const std::string error = json::parse(res->body)["Error"];
+    EXPECT_NE(error.find("internal error"), std::string::npos) << path << ": " << error;
+    EXPECT_TRUE(SafeAsFormat(error)) << error;
+  }
+  auto readyz = client.Get("/readyz");
+  ASSERT_TRUE(readyz);
+  EXPECT_EQ(readyz->status, 500);
+  EXPECT_NE(readyz->body.find("internal error"), std::string::npos) << readyz->body;
+  fail = false;
+  EXPECT_EQ(client.Post("/filter", args, "application/json")->status, 200);
 }
 
 TEST_F(ServerTest, HealthReadinessMetricsAndNodes) {

@@ -17,6 +17,23 @@ constexpr char kJson[] = "application/json";
 // ambiguity guard never queues the others.
 constexpr int kThreads = 128;
 
+// What the log says of an exception.
+std::string Describe(std::exception_ptr exception) {
+  try {
+    std::rethrow_exception(exception);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+// The one sentence a caller gets instead; the details stay in the log.
+std::string InternalError(const std::string& what) {
+  return "mgpu-scheduler-extender failed on this " + what +
+         " request with an internal error (its log has the details); retry";
+}
+
 }  // namespace
 
 json NodesJson(const std::vector<const NodeView*>& view) {
@@ -90,6 +107,13 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
   s.set_keep_alive_timeout(30);
   // Replies go out as headers then body: without TCP_NODELAY, Nagle and the client's delayed ACK add ~40 ms.
   s.set_tcp_nodelay(true);
+  // The verbs catch their own; this covers the other handlers.
+  s.set_exception_handler(
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr exception) {
+        spdlog::error("{} {}: {}", req.method, req.path, Describe(exception));
+        res.status = 500;
+        res.set_content(InternalError(req.path) + "\n", "text/plain");
+      });
 
   // Every verb: time it, count it, and turn an unexpected exception into a 500 instead of a dead process.
   const auto verb = [this](const std::string& name,
@@ -99,10 +123,10 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
       res.status = 200;
       try {
         fn(req, res);
-      } catch (const std::exception& e) {
-        spdlog::error("{}: {}", name, e.what());
+      } catch (...) {
+        spdlog::error("{}: {}", name, Describe(std::current_exception()));
         res.status = 500;
-        res.set_content(EncodeError(std::string("internal error: ") + e.what()), kJson);
+        res.set_content(EncodeError(InternalError(name)), kJson);
       }
       metrics_.ObserveRequest(
           name, res.status, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

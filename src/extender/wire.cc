@@ -3,6 +3,8 @@
 #include <simdjson.h>
 #include <strings.h>
 
+#include "common/json_depth.h"
+
 namespace mgpu::extender {
 namespace {
 
@@ -27,7 +29,12 @@ std::string NodeNameOf(std::string_view item, size_t padding) {
   throw simdjson::simdjson_error(simdjson::NO_SUCH_FIELD);
 }
 
+std::string TooDeep(std::string_view what) {
+  return std::string(what) + " nests deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+}
+
 json ParseJson(std::string_view body, std::string_view what) {
+  if (!JsonDepthWithin(body)) throw std::invalid_argument(TooDeep(what));
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw std::invalid_argument(std::string(what) + " is not valid JSON");
   if (!j.is_object()) throw std::invalid_argument(std::string(what) + " is not a JSON object");
@@ -66,6 +73,21 @@ void AppendJsonString(std::string& out, std::string_view text) {
   out += '"';
 }
 
+void AppendReason(std::string& out, std::string_view text) {
+  static constexpr std::string_view kFullwidthPercent = "\xef\xbc\x85";
+  if (text.find('%') == std::string_view::npos) return AppendJsonString(out, text);
+  std::string safe;
+  safe.reserve(text.size() + 8);
+  for (const char c : text) {
+    if (c == '%') {
+      safe += kFullwidthPercent;
+    } else {
+      safe += c;
+    }
+  }
+  AppendJsonString(out, safe);
+}
+
 const json* FieldAnyCase(const json& object, std::string_view key) {
   if (!object.is_object()) return nullptr;
   auto exact = object.find(std::string(key));
@@ -77,6 +99,7 @@ const json* FieldAnyCase(const json& object, std::string_view key) {
 }
 
 Result<ExtenderArgs> ExtenderArgs::Parse(std::string_view body) {
+  if (!JsonDepthWithin(body)) return Error{TooDeep("ExtenderArgs")};
   ExtenderArgs args;
   args.buffer_ = std::make_shared<std::string>();
   args.buffer_->reserve(body.size() + simdjson::SIMDJSON_PADDING);
@@ -121,6 +144,9 @@ Result<ExtenderArgs> ExtenderArgs::Parse(std::string_view body) {
     return Error{e.what()};
   }
   if (!have_pod) return Error{"ExtenderArgs has no Pod"};
+  if (args.node_names.size() > kMaxNodeNames)
+    return Error{"ExtenderArgs names " + std::to_string(args.node_names.size()) + " nodes, more than the " +
+                 std::to_string(kMaxNodeNames) + " mgpu-scheduler-extender takes"};
   return args;
 }
 
@@ -153,14 +179,14 @@ std::string EncodeFilterResult(const ExtenderArgs& args, const FilterResult& res
       separator = ',';
       AppendJsonString(out, node);
       out += ':';
-      AppendJsonString(out, reason);
+      AppendReason(out, reason);
     }
     out += map.empty() ? "{}" : "}";
   };
   append_map(",\"FailedNodes\":", result.failed);
   append_map(",\"FailedAndUnresolvableNodes\":", result.unresolvable);
   out += ",\"Error\":";
-  AppendJsonString(out, result.error);
+  AppendReason(out, result.error);
   out += '}';
   return out;
 }
@@ -181,7 +207,12 @@ std::string EncodePrioritizeResult(const std::vector<HostScore>& scores) {
   return out;
 }
 
-std::string EncodeError(std::string_view error) { return json{{"Error", error}}.dump(); }
+std::string EncodeError(std::string_view error) {
+  std::string out = "{\"Error\":";
+  AppendReason(out, error);
+  out += '}';
+  return out;
+}
 
 Result<BindArgs> BindArgs::Parse(std::string_view body) {
   try {

@@ -15,6 +15,9 @@
 
 namespace mgpu::extender {
 
+// The most nodes one filter or prioritize call may name (Kubernetes supports clusters of 5,000 nodes).
+inline constexpr size_t kMaxNodeNames = 65536;
+
 // ExtenderArgs of filter and prioritize.
 struct ExtenderArgs {
   nlohmann::json pod;
@@ -22,7 +25,7 @@ struct ExtenderArgs {
   bool full_nodes = false;                   // the scheduler sent `Nodes` (nodeCacheCapable: false)
   std::vector<std::string_view> node_items;  // full mode: each node's JSON text, parallel to node_names
 
-  // Fails (one sentence) on malformed JSON or wrong types.
+  // Fails (one sentence) on malformed JSON, wrong types, or more than kMaxNodeNames nodes.
   static Result<ExtenderArgs> Parse(std::string_view body);
 
  private:
@@ -66,6 +69,9 @@ std::string EncodePreemptResult(const std::map<std::string, MetaVictims>& victim
 
 // Appends `text` as a JSON string literal (quotes, backslashes and control characters escaped).
 void AppendJsonString(std::string& out, std::string_view text);
+// Appends a reason kube-scheduler shows as AppendJsonString does, with each '%' (kube-scheduler formats
+// reasons as a format string, and pod fields such as annotations may hold one) written as U+FF05 '％'.
+void AppendReason(std::string& out, std::string_view text);
 
 // The value of `key` in a JSON object, matched in any case; null when absent.
 const nlohmann::json* FieldAnyCase(const nlohmann::json& object, std::string_view key);

@@ -86,10 +86,10 @@ TEST(DevicePluginDeploy, ClusterRoleGrantsExactlyWhatThePluginCalls) {
     }
   }
   const std::map<std::string, std::set<std::string>> want = {
-      {"pods", {"get", "list", "watch", "patch"}}, {"nodes", {"get", "patch"}}, {"events", {"create"}},
+      {"pods", {"list", "watch", "patch"}}, {"nodes", {"patch"}}, {"events", {"create"}},
       // kube::WorkloadResolver, for the pod's shape
       {"replicasets", {"get"}},  {"deployments", {"get"}},     {"statefulsets", {"get"}},
-      {"jobs", {"get"}}};
+      {"daemonsets", {"get"}},   {"jobs", {"get"}}};
   EXPECT_EQ(granted, want);
   const YAML::Node binding = Find("deviceplugin/rbac.yaml", "ClusterRoleBinding");
   EXPECT_EQ(binding["subjects"][0]["name"].as<std::string>(), "mgpu-device-plugin");

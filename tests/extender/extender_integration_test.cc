@@ -253,14 +253,16 @@ TEST_F(ExtenderIntegration, BurstOfConcurrentBindsNeverOvercommitsAndRestartRebu
       std::chrono::seconds(30)));
   stop = true;
   plugins.join();
+  // A range-for over a temporary's member (or the views of a snapshot not held) reads freed memory.
   const auto cards_of = [](Daemon& d) {
     json out = json::object();
-    for (const json& node : NodesJson(d.cache().Snapshot()->Nodes())["nodes"])
-      out[node["name"].get<std::string>()] = node["cards"];
+    const json nodes = NodesJson(d.cache().Snapshot()->Nodes());
+    for (const json& node : nodes["nodes"]) out[node["name"].get<std::string>()] = node["cards"];
     return out;
   };
   ASSERT_TRUE(WaitUntil([&] {
-    for (const NodeView* view : daemon->cache().Snapshot()->Nodes())
+    const std::shared_ptr<const ClusterView> view_of_all = daemon->cache().Snapshot();
+    for (const NodeView* view : view_of_all->Nodes())
       for (const PlacedPod& p : view->pods)
         if (!p.allocated) return false;
     return true;
@@ -339,6 +341,70 @@ TEST_F(ExtenderIntegration, LeaderFailoverBindsNothingTwice) {
     core[assignment->containers[0].cards[0].uuid] += assignment->containers[0].cards[0].core;
   }
   for (const auto& [uuid, c] : core) EXPECT_LE(c, 100) << uuid;
+}
+
+// A pod whose fields have the wrong types or unreadable values, read by bind itself (no filter before it on
+// this replica): each bind answers 200 with one sentence (or binds), never a 500, and no '%' reaches
+// kube-scheduler even when the pod's own text holds one.
+TEST_F(ExtenderIntegration, BindOnAMalformedPodAnswersOneSentence) {
+  ASSERT_TRUE(api_.Create("nodes", Node("n1", 8)).ok());
+  struct Case {
+    std::string name;
+    bool refused;
+    std::function<void(json&)> spoil;
+  };
+  const auto limits = [](json& p) -> json& { return p["spec"]["containers"][0]["resources"]["limits"]; };
+  const std::vector<Case> cases = {
+      {"count-percent", true, [&](json& p) { p["metadata"]["annotations"][names_.gpu_count] = "50%"; }},
+      {"qos-percent", true,
+       [&](json& p) { p["metadata"]["annotations"][std::string(kQosLevelAnnotation)] = "%s%n"; }},
+      {"memory-percent", true, [&](json& p) { limits(p)[names_.memory] = "4%d"; }},
+      {"count-huge", true, [&](json& p) { p["metadata"]["annotations"][names_.gpu_count] = "1e400"; }},
+      {"quantity-object", true,
+       [&](json& p) {
+         limits(p)[names_.core] = {{"a", 1}};
+       }},
+      {"quantity-unit", true, [&](json& p) { limits(p)[names_.memory] = "12Qi"; }},
+      {"quantity-float", true, [&](json& p) { limits(p)[names_.core] = 30.5; }},
+      {"quantity-huge", true, [&](json& p) { limits(p)[names_.memory] = "9Ei"; }},
+      {"containers-object", true,
+       [&](json& p) {
+         p["spec"]["containers"] = {{"a", 1}};
+       }},
+      {"annotation-number", false, [&](json& p) { p["metadata"]["annotations"][names_.gpu_count] = 2; }},
+      {"annotations-list", false,
+       [&](json& p) {
+         p["metadata"]["annotations"] = json::array({1, 2});
+       }},
+      {"cpu-huge", false, [&](json& p) { limits(p)["cpu"] = "9223372036854775807"; }},
+      {"container-string", false, [&](json& p) { p["spec"]["containers"].push_back("c2"); }},
+      {"resources-string", false, [&](json& p) { p["spec"]["containers"][0]["resources"] = "all"; }},
+      {"uid-number", false, [&](json& p) { p["metadata"]["uid"] = 7; }},
+      {"spec-list", false, [&](json& p) { p["spec"] = json::array(); }},
+      {"owner-odd", false,
+       [&](json& p) {
+         p["metadata"]["ownerReferences"] = json::array({{{"controller", true}, {"kind", 3}, {"name", {1}}}});
+       }},
+      {"selector-list", false, [&](json& p) { p["spec"]["nodeSelector"] = json::array({"x"}); }},
+      {"affinity-odd", false,
+       [&](json& p) {
+         p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {
+             {"nodeSelectorTerms", {1, "x", nullptr}}};
+       }},
+  };
+  auto daemon = StartDaemon();
+  for (const Case& c : cases) {
+    json pod = Pod(c.name, 10, 1024);
+    c.spoil(pod);
+    api_.StoreRaw("pods", "default/" + c.name, pod);
+    const json reply =
+        Post(*daemon, "/bind", {{"PodName", c.name}, {"PodNamespace", "default"}, {"Node", "n1"}});
+    ASSERT_TRUE(reply.is_object() && reply["Error"].is_string()) << c.name;
+    const std::string error = reply["Error"];
+    EXPECT_EQ(!error.empty(), c.refused) << c.name << ": " << error;
+    EXPECT_EQ(error.find('%'), std::string::npos) << c.name << ": " << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << c.name << ": " << error;
+  }
 }
 
 TEST_F(ExtenderIntegration, ServesTlsWithTheConfiguredCertificate) {

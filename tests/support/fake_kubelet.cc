@@ -133,8 +133,9 @@ class FakeKubelet::Impl final : public v1beta1::Registration::Service,
         p->set_namespace_(ns);
         p->set_name(pod);
       }
-      auto it = std::find_if(p->mutable_containers()->begin(), p->mutable_containers()->end(),
-                             [&](const v1::ContainerResources& c) { return c.name() == container; });
+      auto it =
+          std::find_if(p->mutable_containers()->begin(), p->mutable_containers()->end(),
+                       [&name = container](const v1::ContainerResources& c) { return c.name() == name; });
       v1::ContainerResources* c = it != p->mutable_containers()->end() ? &*it : p->add_containers();
       c->set_name(container);
       auto* d = c->add_devices();

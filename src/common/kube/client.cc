@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/json_depth.h"
 #include "common/kube/exec_credential.h"
 
 namespace mgpu::kube {
@@ -53,7 +54,7 @@ void AddSelectors(std::string& path, const ListOptions& options) {
 
 // The API server's Status.reason and message from an error body, or a snippet of a body that is not a Status.
 std::pair<std::string, std::string> StatusOf(const std::string& body) {
-  Json status = Json::parse(body, nullptr, false);
+  Json status = JsonDepthWithin(body) ? Json::parse(body, nullptr, false) : Json();
   if (status.is_object() && status.value("kind", "") == "Status") {
     auto text = [&](const char* key) {
       auto it = status.find(key);
@@ -113,20 +114,19 @@ struct WatchStream {
   std::string buffer;
   std::string error_body;
   bool stopped = false;
+  bool too_long = false;  // a line passed kMaxWatchLineBytes
   std::chrono::steady_clock::time_point last_data;
 
   void Line(std::string_view line) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty() || stopped) return;
-    Json event = Json::parse(line, nullptr, false);
-    if (!event.is_object() || !event.contains("type") || !event["type"].is_string() ||
-        !event.contains("object") || !event["object"].is_object()) {
+    std::optional<WatchEvent> event = ParseWatchLine(line);
+    if (!event) {
       spdlog::warn("kube: skipping a malformed watch event kind={} line={}", resource->kind,
                    std::string(line.substr(0, 120)));
       return;
     }
-    WatchEvent out{event["type"].get<std::string>(), std::move(event["object"])};
-    if (!(*on_event)(std::move(out))) stopped = true;
+    if (!(*on_event)(std::move(*event))) stopped = true;
   }
 
   static size_t Write(char* data, size_t size, size_t count, void* user) {
@@ -139,18 +139,36 @@ struct WatchStream {
       if (self->error_body.size() < 65536) self->error_body.append(data, n);
       return n;
     }
+    // Only the new bytes can hold a newline: rescanning the whole buffer would be quadratic in a long line.
+    const size_t unscanned = self->buffer.size();
     self->buffer.append(data, n);
     size_t start = 0;
-    for (size_t newline; (newline = self->buffer.find('\n', start)) != std::string::npos;
-         start = newline + 1) {
+    for (size_t newline = self->buffer.find('\n', unscanned); newline != std::string::npos;
+         newline = self->buffer.find('\n', start)) {
       self->Line(std::string_view(self->buffer).substr(start, newline - start));
+      start = newline + 1;
     }
     self->buffer.erase(0, start);
+    if (self->buffer.size() > kMaxWatchLineBytes) {
+      self->too_long = true;
+      return 0;  // curl ends the transfer
+    }
     return n;
   }
 };
 
 }  // namespace
+
+std::optional<WatchEvent> ParseWatchLine(std::string_view line) {
+  if (!JsonDepthWithin(line)) return std::nullopt;
+  Json event = Json::parse(line, nullptr, false);
+  if (!event.is_object()) return std::nullopt;
+  auto type = event.find("type");
+  auto object = event.find("object");
+  if (type == event.end() || !type->is_string() || object == event.end() || !object->is_object())
+    return std::nullopt;
+  return WatchEvent{type->get<std::string>(), std::move(*object)};
+}
 
 std::optional<Resource> ResourceForKind(std::string_view api_version, std::string_view kind) {
   for (const Resource* r : {&kNodes, &kPods, &kEvents, &kLeases, &kReplicaSets, &kDeployments, &kStatefulSets,
@@ -428,6 +446,12 @@ ApiResult Client::Request(std::string_view method, const std::string& path, cons
       return ApiResult::Failure(static_cast<int>(status), reason,
                                 DescribeFailure(method, path, status, message));
     }
+    if (!JsonDepthWithin(response)) {
+      return ApiResult::Failure(
+          static_cast<int>(status), "",
+          DescribeFailure(method, path, status,
+                          "the answer nests deeper than " + std::to_string(kMaxJsonDepth) + " levels"));
+    }
     Json value = Json::parse(response, nullptr, false);
     if (value.is_discarded()) {
       return ApiResult::Failure(static_cast<int>(status), "",
@@ -633,6 +657,13 @@ ApiResult Client::Watch(const Resource& resource, std::string_view ns, const Wat
   if (cancelled || stream.stopped) return Json::object();
   if (idle) {
     return ApiResult::Failure(0, "Timeout", DescribeFailure("GET", path, 0, "the watch stream went silent"));
+  }
+  if (stream.too_long) {
+    return ApiResult::Failure(
+        0, "",
+        DescribeFailure("GET", path, 0,
+                        "a watch event is longer than " + std::to_string(kMaxWatchLineBytes >> 20) +
+                            " MiB, the most mgpu reads"));
   }
   if (done && *done != CURLE_OK) {
     std::string detail = curl_error[0] != '\0' ? curl_error : curl_easy_strerror(*done);

@@ -126,6 +126,12 @@ struct WatchEvent {
   Json object{};
 };
 
+// One line of a watch stream: {"type": string, "object": object}, else nullopt (the stream skips the line).
+std::optional<WatchEvent> ParseWatchLine(std::string_view line);
+// The longest watch line (one event) read; a stream sending a longer one fails with one sentence. Kubernetes
+// objects are at most about 1.5 MiB (etcd's request limit).
+inline constexpr size_t kMaxWatchLineBytes = size_t{16} << 20;
+
 // Cancels a Watch or List from another thread: a blocked watch returns at once, a list within a second. Once
 // cancelled it stays cancelled; one per calling thread.
 class CancelToken {

@@ -542,6 +542,45 @@ TEST_F(ClientTest, MalformedWatchLinesAreSkipped) {
   EXPECT_EQ(names, (std::vector<std::string>{"good"}));
 }
 
+// A line with no end in sight (a broken or hostile server) stops the watch with one sentence instead of
+// growing the buffer without bound.
+TEST(ClientWatch, ALineLongerThanTheBoundIsAnError) {
+  httplib::Server server;
+  const std::string chunk(1 << 20, 'x');
+  server.Get("/api/v1/nodes", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_chunked_content_provider("application/json", [&](size_t, httplib::DataSink& sink) {
+      return sink.write(chunk.data(), chunk.size());
+    });
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { server.listen_after_bind(); });
+  ClusterConfig config;
+  config.server = "http://127.0.0.1:" + std::to_string(port);
+  std::unique_ptr<Client> client = MustClient(config, ClientOptions());
+  int events = 0;
+  auto result = client->Watch(kNodes, "", {}, [&](WatchEvent) {
+    ++events;
+    return true;
+  });
+  server.stop();
+  serving.join();
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.message().find("longer than 16 MiB"), std::string::npos) << result.message();
+  EXPECT_EQ(events, 0);
+}
+
+TEST(WatchLine, OnlyTypedObjectsAreEvents) {
+  EXPECT_FALSE(ParseWatchLine("{not json"));
+  EXPECT_FALSE(ParseWatchLine("[1]"));
+  EXPECT_FALSE(ParseWatchLine(R"({"type":"ADDED","object":"a string"})"));
+  EXPECT_FALSE(ParseWatchLine(R"({"type":7,"object":{}})"));
+  EXPECT_FALSE(ParseWatchLine(R"({"type":"ADDED","object":{"a":)" + std::string(100000, '[') + "}}"));
+  std::optional<WatchEvent> event = ParseWatchLine(R"({"type":"DELETED","object":{"a":1}})");
+  ASSERT_TRUE(event);
+  EXPECT_EQ(event->type, "DELETED");
+  EXPECT_EQ(event->object["a"], 1);
+}
+
 TEST_F(ClientTest, CancelInterruptsABlockedWatch) {
   CancelToken cancel;
   std::thread canceller([&] {

@@ -1,0 +1,34 @@
+// A small cluster for the extender's fuzz targets: three nodes (one with a bad inventory) and a placed pod,
+// and an Extender with no API client over it. Built once per process.
+#pragma once
+
+#include "extender/cache.h"
+#include "extender/extender.h"
+#include "extender/metrics.h"
+#include "extender/test_objects.h"
+
+namespace mgpu::fuzz {
+
+struct ExtenderWorld {
+  ExtenderWorld() : cache(Config()), extender(cache, nullptr, nullptr, metrics) {
+    using namespace extender::testobj;
+    const ResourceNames names = Config().Names();
+    cache.UpsertNode(Node("n1", 2, 16000));
+    cache.UpsertNode(Node("n2", 1, 8000, "Other GPU"));
+    nlohmann::json bad = Node("bad", 1);
+    bad["metadata"]["annotations"][names.gpu_inventory] = "{";
+    cache.UpsertNode(bad);
+    cache.UpsertPod(Placed(Pod("placed", 50, 4000, "uid-placed"), "n1", names.gpu_allocated,
+                           OneCard("n1-gpu0", 50, 4000)));
+  }
+  extender::Metrics metrics;
+  extender::ClusterCache cache;
+  extender::Extender extender;
+};
+
+inline ExtenderWorld& World() {
+  static ExtenderWorld* world = new ExtenderWorld();  // never destroyed: libFuzzer exits without unwinding
+  return *world;
+}
+
+}  // namespace mgpu::fuzz

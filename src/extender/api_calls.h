@@ -1,0 +1,27 @@
+// Every call mgpu-scheduler-extender makes to the API server (see common/kube/api_call.h).
+#pragma once
+
+#include "common/kube/api_call.h"
+
+namespace mgpu::extender {
+
+inline constexpr kube::ApiCall kApiCalls[] = {
+    {"", "nodes", "list"},  // the node informer
+    {"", "nodes", "watch"},
+    {"", "pods", "list"},  // the pod informer
+    {"", "pods", "watch"},
+    {"", "pods", "get"},             // bind: a pod this replica did not filter
+    {"", "pods", "patch"},           // bind: D/gpu-assignment, D/gpu-assume-time
+    {"", "pods/binding", "create"},  // bind
+    {"", "events", "create"},        // GPUAssigned
+    {"apps", "replicasets", "get"},  // annotations a pod inherits
+    {"apps", "deployments", "get"},
+    {"apps", "statefulsets", "get"},
+    {"apps", "daemonsets", "get"},
+    {"batch", "jobs", "get"},
+    {"coordination.k8s.io", "leases", "get"},  // leader election
+    {"coordination.k8s.io", "leases", "create"},
+    {"coordination.k8s.io", "leases", "update"},
+};
+
+}  // namespace mgpu::extender
