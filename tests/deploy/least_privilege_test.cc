@@ -108,9 +108,11 @@ TEST(LeastPrivilege, TheExtenderMakesExactlyTheCallsItLists) {
                   .ok());
   ASSERT_TRUE(api.Create("statefulsets", workload("apps/v1", "StatefulSet", "db", nullptr)).ok());
   ASSERT_TRUE(api.Create("jobs", workload("batch/v1", "Job", "train", nullptr)).ok());
+  ASSERT_TRUE(api.Create("daemonsets", workload("apps/v1", "DaemonSet", "agent", nullptr)).ok());
   const std::vector<json> pods = {owned(Pod("a", 10, 1000), "apps/v1", "ReplicaSet", "web-1"),
                                   owned(Pod("b", 10, 1000), "apps/v1", "StatefulSet", "db"),
-                                  owned(Pod("c", 10, 1000), "batch/v1", "Job", "train"), Pod("d", 10, 1000)};
+                                  owned(Pod("c", 10, 1000), "batch/v1", "Job", "train"), Pod("d", 10, 1000),
+                                  owned(Pod("e", 10, 1000), "apps/v1", "DaemonSet", "agent")};
   for (const json& pod : pods) ASSERT_TRUE(api.Create("pods", pod).ok());
 
   Config config;
