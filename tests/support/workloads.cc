@@ -51,7 +51,7 @@ Result<std::vector<std::string>> CreateWorkloads(FakeApiServer& api, std::string
                       {{"name", owner["metadata"]["name"].get<std::string>() + "-" + hash},
                        {"namespace", owner["metadata"]["namespace"]},
                        {"annotations", owner["metadata"].value("annotations", Json::object())},
-                       {"ownerReferences", {OwnerReference(controller)}}}},
+                       {"ownerReferences", Json::array({OwnerReference(controller)})}}},
                      {"spec", owner["spec"]}};
           Result<Json> replica_set = api.Create("replicasets", rs);
           if (!replica_set.ok())
@@ -60,7 +60,8 @@ Result<std::vector<std::string>> CreateWorkloads(FakeApiServer& api, std::string
         }
         it = controllers.emplace(owner_id, controller).first;
       }
-      m.pod["metadata"]["ownerReferences"] = {OwnerReference(it->second)};
+      // Json::array: `= {x}` of one json is a copy of x with clang, an array with gcc.
+      m.pod["metadata"]["ownerReferences"] = Json::array({OwnerReference(it->second)});
     }
     m.pod["apiVersion"] = "v1";
     m.pod["kind"] = "Pod";
