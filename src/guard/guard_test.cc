@@ -152,6 +152,21 @@ class GuardTest : public ::testing::Test {
   }
 
   // Polls `done` (another process's progress) for up to 20 seconds.
+  // Waits until container-a's launch waits for its share with `util` percent measured.
+  bool HeldWith(uint32_t util) {
+    return Eventually([&] {
+      auto c = Container("container-a");
+      return c && c->waiting == 1 && c->throttled >= 1 && c->util_percent == util;
+    });
+  }
+
+  // Lets a launch-until process go (its share refills once NVML shows nothing) and checks it exits cleanly.
+  void StopLaunching(Child& busy) {
+    SetUtil("");
+    Touch("stop");
+    EXPECT_EQ(Finish(busy).status, 0);
+  }
+
   static bool Eventually(const std::function<bool()>& done) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (std::chrono::steady_clock::now() < until) {
@@ -388,17 +403,12 @@ TEST_F(GuardTest, ABacklogOfNvmlSamplesIsSkippedNotAskedForForever) {
   auto busy = Start({"launch-until", Path("stop")},
                     {{"MGPU_COMPUTE_POLICY", "fixed-share"}, {"FAKE_NVML_BACKLOG", "1000"}});
   SetUtil(std::to_string(busy.pid) + " 90\n");
-  ASSERT_TRUE(Eventually([&] {
-    auto c = Container("container-a");
-    return c && c->waiting == 1 && c->throttled >= 1 && c->util_percent == 90;
-  }));
-  SetUtil("");
-  Touch("stop");
-  EXPECT_EQ(Finish(busy).status, 0);
+  ASSERT_TRUE(HeldWith(90));
+  StopLaunching(busy);
 }
 
 TEST_F(GuardTest, NvmlThatNeverReportsUtilisationIsSaidOnce) {
-  SetUtil("");  // NOT_FOUND for every process, as on an H100 in a Firecracker VM
+  SetUtil("");  // NOT_FOUND for every process, as from a driver without per-process accounting
   auto busy = Start({"launch-until", Path("stop")}, {{"MGPU_COMPUTE_POLICY", "fixed-share"}});
   ASSERT_TRUE(Eventually([&] {
     auto c = Container("container-a");
@@ -421,13 +431,8 @@ TEST_F(GuardTest, WhenNvmlShowsNoGuardedPidTheCardsTotalGoesToTheContainersThatL
   // As in a container whose pid namespace hides host pids: the one sample is another pid's.
   SetUtil("999999 90\n");
   auto busy = Start({"launch-until", Path("stop")}, {{"MGPU_COMPUTE_POLICY", "fixed-share"}});
-  ASSERT_TRUE(Eventually([&] {
-    auto c = Container("container-a");
-    return c && c->waiting == 1 && c->throttled >= 1 && c->util_percent == 90;
-  }));
-  SetUtil("");
-  Touch("stop");
-  EXPECT_EQ(Finish(busy).status, 0);
+  ASSERT_TRUE(HeldWith(90));
+  StopLaunching(busy);
 }
 
 TEST_F(GuardTest, GuaranteedShareUsesIdleComputeAndNativeIsNeverThrottled) {
