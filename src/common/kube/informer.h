@@ -98,8 +98,8 @@ class Informer {
   bool synced_ = false;
   int list_count_ = 0;
   std::string resource_version_;
-  // An object as kept: MessagePack, about a fifth of the memory of a parsed Json tree; unpacked when a
-  // handler, Get or Snapshot needs it.
+  // An object as kept: MessagePack, far smaller than a parsed Json tree (the extender's bytes per pod halved,
+  // bench/RESULTS.md §5); unpacked when a handler, Get or Snapshot needs it.
   struct Kept {
     std::string uid;
     std::string version;
