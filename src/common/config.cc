@@ -99,6 +99,10 @@ class MapReader {
   void RejectUnknown() {
     if (!error_.empty() || !node_ || !node_.IsMap()) return;
     for (const auto& kv : node_) {
+      if (!kv.first.IsScalar()) {  // a YAML complex key ("? {a: 1}") names nothing
+        Fail(path_.empty() ? "the top level" : path_, "has a key that is not a plain name");
+        return;
+      }
       const std::string key = kv.first.as<std::string>();
       if (!known_.count(key)) Fail(Join(key), "is not a known key");
     }

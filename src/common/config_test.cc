@@ -92,6 +92,11 @@ TEST(Config, RejectsUnknownKeysWithTheirPath) {
             "config: extender.listenAdress is not a known key");
   EXPECT_EQ(ParseConfig("isolation: {backend: none, extra: 1}", "/etc/mgpu/config.yaml").message(),
             "/etc/mgpu/config.yaml: isolation.extra is not a known key");
+  // A complex key (found by fuzz_config: it threw out of the parser).
+  EXPECT_EQ(ParseConfig("? {podResourcesPollMs: 433}\n").message(),
+            "config: the top level has a key that is not a plain name");
+  EXPECT_EQ(ParseConfig("extender:\n  ? [a]\n  : 1\n").message(),
+            "config: extender has a key that is not a plain name");
 }
 
 TEST(Config, RejectsBadValuesWithTheirPath) {
