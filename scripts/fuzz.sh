@@ -3,6 +3,9 @@
 # build-asan (scripts/sanitize.sh) and runs each for SECONDS (default 60) from its seed corpus
 # fuzz/corpus/<target>/ and the inputs that once crashed it, fuzz/regressions/<target>/. Fails when any target finds a crash; the input
 # is left in build-asan/findings/<target>/ (keep it under fuzz/regressions/ once fixed).
+# MGPU_FUZZ_SEED: libFuzzer's -seed (default 0: a new random walk each run). CI (scripts/test.sh) sets 1, so that
+# its walk is the one checked before landing and a run there never stops on a finding nobody has seen; open
+# exploration is this script without the variable.
 # Usage: scripts/fuzz.sh [SECONDS] [target...]   (no target: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +41,7 @@ for target in "${targets[@]}"; do
     fi
   fi
   log="$findings/run.log"
-  if "$build_dir/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  if "$build_dir/fuzz/fuzz_$target" -seed="${MGPU_FUZZ_SEED:-0}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -max_len=65536 -artifact_prefix="$findings/" -print_final_stats=1 "$corpus" "${seeds[@]}" >"$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     echo "fuzz: $target ran $runs inputs in ${seconds}s, no crash"

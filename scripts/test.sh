@@ -20,5 +20,5 @@ stage ctest ctest --test-dir "${MGPU_BUILD_DIR:-build}" --output-on-failure -j "
 if [ "${MGPU_HARDENING:-1}" != 0 ]; then
   stage asan bash scripts/sanitize.sh asan
   stage tsan bash scripts/sanitize.sh tsan
-  stage fuzz bash scripts/fuzz.sh 15
+  stage fuzz env MGPU_FUZZ_SEED=1 bash scripts/fuzz.sh 15
 fi
