@@ -3,18 +3,22 @@
 // kube-scheduler does: one scheduling cycle at a time (filter + prioritize over every node, NodeNames mode),
 // binds in parallel (up to --in-flight), a failed bind retried after kube-scheduler's initial backoff (1 s,
 // doubling to 10 s). A confirmer plays the device plugin: --delay-ms after a pod is bound it writes
-// D/gpu-allocated. Reports pods/s, failed binds, binds that waited (the extender's metric), and checks that no
-// card is over-committed. --rss-pods N instead measures the extender's resident memory per cached pod.
+// D/gpu-allocated. Reports pods/s, failed binds, binds that waited (the extender's metric), and checks that
+// no card is over-committed. --rss-pods N instead measures the extender's resident memory per cached pod.
+// --slow-clients N keeps N slow-loris connections open from 127.0.0.2 meanwhile (each sends a /filter head
+// announcing a large body, then a byte every 500 ms, and reconnects when the extender closes it);
+// --per-client N sets extender.httpConnectionsPerClient.
 //   mgpu_bind_throughput [--nodes 1000] [--pods 2000] [--delay-ms 1000] [--shapes identical|mix]
-//                        [--in-flight 16] [--api-delay-ms 0] [--rss-pods 0]
+//                        [--in-flight 16] [--api-delay-ms 0] [--rss-pods 0] [--slow-clients 0]
+//                        [--per-client N]
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <signal.h>
-#include <spdlog/spdlog.h>
 #include <spawn.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,24 +69,24 @@ json NodeObject(int i) {
   for (int c = 0; c < kind.cards; ++c)
     inventory.cards.push_back(Card{c, "GPU-" + name + "-" + std::to_string(c), kind.model, kind.mib, true});
   return {{"metadata",
-           {{"name", name},
-            {"annotations", {{Config().Names().gpu_inventory, EncodeInventory(inventory)}}}}},
+           {{"name", name}, {"annotations", {{Config().Names().gpu_inventory, EncodeInventory(inventory)}}}}},
           {"status", {{"allocatable", {{"cpu", "64"}, {"memory", "512Gi"}}}}}};
 }
 
 json PodObject(const std::string& name, const Shape& shape) {
   const ResourceNames names = Config().Names();
-  return {{"metadata", {{"name", name}, {"namespace", "default"}}},
-          {"spec",
-           {{"schedulerName", "default-scheduler"},
-            {"containers",
-             {{{"name", "main"},
-               {"image", "registry.example/infer:1"},
-               {"resources",
-                {{"limits",
-                  {{names.core, std::to_string(shape.core)}, {names.memory, std::to_string(shape.memory_mib)}}},
-                 {"requests", {{"cpu", "100m"}, {"memory", "1Gi"}}}}}}}}}},
-          {"status", {{"phase", "Pending"}}}};
+  return {
+      {"metadata", {{"name", name}, {"namespace", "default"}}},
+      {"spec",
+       {{"schedulerName", "default-scheduler"},
+        {"containers",
+         {{{"name", "main"},
+           {"image", "registry.example/infer:1"},
+           {"resources",
+            {{"limits",
+              {{names.core, std::to_string(shape.core)}, {names.memory, std::to_string(shape.memory_mib)}}},
+             {"requests", {{"cpu", "100m"}, {"memory", "1Gi"}}}}}}}}}},
+      {"status", {{"phase", "Pending"}}}};
 }
 
 int64_t RssKiB(pid_t pid) {
@@ -94,20 +98,23 @@ int64_t RssKiB(pid_t pid) {
 
 class Extender {
  public:
-  Extender(const FakeApiServer& api, const std::string& dir) : port_(testing::FreePort()) {
+  Extender(const FakeApiServer& api, const std::string& dir, int per_client) : port_(testing::FreePort()) {
     const std::string kubeconfig = dir + "/kubeconfig", config = dir + "/config.yaml";
     std::ofstream(kubeconfig) << api.KubeconfigYaml();
-    std::ofstream(config) << "extender:\n  listenAddress: 127.0.0.1:" << port_ << "\n";
+    std::ofstream out(config);
+    out << "extender:\n  listenAddress: 127.0.0.1:" << port_ << "\n";
+    if (per_client > 0) out << "  httpConnectionsPerClient: " << per_client << "\n";
+    out.close();
     const std::string listen = "127.0.0.1:" + std::to_string(port_);
     std::vector<std::string> args = {MGPU_EXTENDER_BINARY, "--kubeconfig", kubeconfig, "--config", config,
-                                     "--listen", listen};
+                                     "--listen",           listen};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, (dir + "/extender.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0644);
+    posix_spawn_file_actions_addopen(&actions, 1, (dir + "/extender.log").c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
     if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
     posix_spawn_file_actions_destroy(&actions);
@@ -127,6 +134,7 @@ class Extender {
     return false;
   }
   std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
   pid_t pid() const { return pid_; }
 
  private:
@@ -154,7 +162,7 @@ int OverCommitted(const FakeApiServer& api) {
   std::map<std::string, std::pair<int, int64_t>> used;
   for (const json& pod : api.List("pods")) {
     const json& a = pod["metadata"].value("annotations", json::object());
-    const std::string text = a.contains(names.gpu_allocated) ? a[names.gpu_allocated].get<std::string>()
+    const std::string text = a.contains(names.gpu_allocated)    ? a[names.gpu_allocated].get<std::string>()
                              : a.contains(names.gpu_assignment) ? a[names.gpu_assignment].get<std::string>()
                                                                 : "";
     if (text.empty() || pod["spec"].value("nodeName", "").empty()) continue;
@@ -172,10 +180,76 @@ int OverCommitted(const FakeApiServer& api) {
 
 struct Options {
   int nodes = 1000, pods = 2000, delay_ms = 1000, in_flight = 16, api_delay_ms = 0, rss_pods = 0;
+  int slow_clients = 0, per_client = 0;
   std::string shapes = "identical";
 };
 
+// Slow-loris connections from 127.0.0.2: each sends a /filter head announcing a 1 MB body, then one byte of
+// it every 500 ms; when the extender answers or closes, it counts what it got and connects again.
+class SlowClients {
+ public:
+  SlowClients(int port, int count) {
+    if (count > 0) thread_ = std::thread([this, port, count] { Run(port, count); });
+  }
+  ~SlowClients() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  std::string Summary() const {
+    return "slow_clients_closed_408=" + std::to_string(timeouts_) + " refused_503=" + std::to_string(busy_) +
+           " other_closes=" + std::to_string(other_);
+  }
+
+ private:
+  static int Connect(int port) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    sockaddr_in from{}, to{};
+    from.sin_family = to.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.2", &from.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    to.sin_port = htons(static_cast<uint16_t>(port));
+    (void)bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from));
+    (void)connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to));  // in progress: the first send waits
+    return fd;
+  }
+  void Run(int port, int count) {
+    const std::string head = "POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n{";
+    std::vector<int> fds(count);
+    std::vector<bool> sent_head(count, false);
+    for (int& fd : fds) fd = Connect(port);
+    while (!stop_) {
+      for (int i = 0; i < count; ++i) {
+        const char* bytes = sent_head[i] ? " " : head.c_str();
+        const size_t n = sent_head[i] ? 1 : head.size();
+        if (send(fds[i], bytes, n, MSG_NOSIGNAL) == static_cast<ssize_t>(n)) sent_head[i] = true;
+        char reply[512];
+        const ssize_t got = recv(fds[i], reply, sizeof(reply) - 1, 0);
+        if (got >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOTCONN)) {
+          const std::string text = got > 0 ? std::string(reply, static_cast<size_t>(got)) : "";
+          if (text.find(" 408 ") != std::string::npos)
+            ++timeouts_;
+          else if (text.find(" 503 ") != std::string::npos)
+            ++busy_;
+          else
+            ++other_;
+          close(fds[i]);
+          fds[i] = Connect(port);
+          sent_head[i] = false;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    for (int fd : fds) close(fd);
+  }
+
+  std::atomic<bool> stop_{false};
+  std::atomic<int> timeouts_{0}, busy_{0}, other_{0};
+  std::thread thread_;
+};
+
 int RunThroughput(const Options& o, FakeApiServer& api, Extender& extender) {
+  SlowClients slow(extender.port(), o.slow_clients);
   const ResourceNames names = Config().Names();
   std::vector<Shape> shapes = {{20, 4096}};
   // Four shapes that share sizes pairwise (20 core, 4096 and 8192 MiB): the ambiguous pairs of DESIGN §5.5.
@@ -200,8 +274,9 @@ int RunThroughput(const Options& o, FakeApiServer& api, Extender& extender) {
         const std::string name = pod["metadata"]["name"];
         auto [it, fresh] = seen.emplace(name, now);
         if (now - it->second < std::chrono::milliseconds(o.delay_ms)) continue;
-        (void)api.MergePatch("pods", "default", name,
-                             {{"metadata", {{"annotations", {{names.gpu_allocated, a[names.gpu_assignment]}}}}}});
+        (void)api.MergePatch(
+            "pods", "default", name,
+            {{"metadata", {{"annotations", {{names.gpu_allocated, a[names.gpu_assignment]}}}}}});
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -239,7 +314,8 @@ int RunThroughput(const Options& o, FakeApiServer& api, Extender& extender) {
         if (bound == o.pods) return true;
         if (in_flight >= o.in_flight) return false;
         const auto now = Clock::now();
-        first_ready = std::find_if(queue.begin(), queue.end(), [&](const Queued& q) { return q.not_before <= now; });
+        first_ready =
+            std::find_if(queue.begin(), queue.end(), [&](const Queued& q) { return q.not_before <= now; });
         return first_ready != queue.end();
       };
       while (!ready()) cv.wait_for(lock, std::chrono::milliseconds(20));
@@ -306,6 +382,10 @@ int RunThroughput(const Options& o, FakeApiServer& api, Extender& extender) {
               o.pods / seconds, seconds, bind_failures,
               Metric(extender.Url(), "mgpu_extender_bind_waits_total"), over);
   for (const auto& [reason, n] : failure_reasons) std::printf("  failed bind: %d x %s\n", n, reason.c_str());
+  if (o.slow_clients > 0) {
+    slow.Stop();
+    std::printf("slow_clients=%d %s\n", o.slow_clients, slow.Summary().c_str());
+  }
   return over == 0 ? 0 : 1;
 }
 
@@ -330,8 +410,8 @@ int RunRss(const Options& o, FakeApiServer& api, Extender& extender) {
     const std::string node = "node-" + std::to_string(i % o.nodes);
     pod["spec"]["nodeName"] = node;
     pod["status"]["phase"] = "Running";
-    pod["metadata"]["annotations"][names.gpu_allocated] =
-        EncodeAssignment(Assignment{{ContainerAssignment{"main", {CardShare{"GPU-" + node + "-0", 10, 0, 1024}}}}});
+    pod["metadata"]["annotations"][names.gpu_allocated] = EncodeAssignment(
+        Assignment{{ContainerAssignment{"main", {CardShare{"GPU-" + node + "-0", 10, 0, 1024}}}}});
     pod["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = pod.dump();
     pod["metadata"]["labels"] = {{"app", "infer"}, {"pod-template-hash", "5d8f7c9b6"}};
     (void)api.Create("pods", pod);
@@ -351,10 +431,13 @@ int RunRss(const Options& o, FakeApiServer& api, Extender& extender) {
 int main(int argc, char** argv) {
   using namespace mgpu;
   std::map<std::string, std::string> flags;
-  if (!ParseFlags(argc, argv, {"nodes", "pods", "delay-ms", "shapes", "in-flight", "api-delay-ms", "rss-pods"},
+  if (!ParseFlags(argc, argv,
+                  {"nodes", "pods", "delay-ms", "shapes", "in-flight", "api-delay-ms", "rss-pods",
+                   "slow-clients", "per-client"},
                   {}, flags)) {
-    std::cerr << "usage: mgpu_bind_throughput [--nodes N] [--pods N] [--delay-ms MS] [--shapes identical|mix] "
-                 "[--in-flight N] [--api-delay-ms MS] [--rss-pods N]\n";
+    std::cerr
+        << "usage: mgpu_bind_throughput [--nodes N] [--pods N] [--delay-ms MS] [--shapes identical|mix] "
+           "[--in-flight N] [--api-delay-ms MS] [--rss-pods N] [--slow-clients N] [--per-client N]\n";
     return kExitUsage;
   }
   Options o;
@@ -367,6 +450,8 @@ int main(int argc, char** argv) {
   number("in-flight", o.in_flight);
   number("api-delay-ms", o.api_delay_ms);
   number("rss-pods", o.rss_pods);
+  number("slow-clients", o.slow_clients);
+  number("per-client", o.per_client);
   if (flags.count("shapes")) o.shapes = flags["shapes"];
   spdlog::set_level(spdlog::level::warn);
 
@@ -375,14 +460,18 @@ int main(int argc, char** argv) {
   for (int i = 0; i < o.nodes; ++i) (void)api.Create("nodes", NodeObject(i));
   if (o.api_delay_ms > 0) {
     // Every write takes this long at the API server (etcd and admission on a real one).
-    api.InjectFault(testing::Fault{.action = testing::Fault::Action::kDelay, .method = "PATCH",
-                                   .delay = std::chrono::milliseconds(o.api_delay_ms), .times = -1});
-    api.InjectFault(testing::Fault{.action = testing::Fault::Action::kDelay, .method = "POST",
-                                   .delay = std::chrono::milliseconds(o.api_delay_ms), .times = -1});
+    api.InjectFault(testing::Fault{.action = testing::Fault::Action::kDelay,
+                                   .method = "PATCH",
+                                   .delay = std::chrono::milliseconds(o.api_delay_ms),
+                                   .times = -1});
+    api.InjectFault(testing::Fault{.action = testing::Fault::Action::kDelay,
+                                   .method = "POST",
+                                   .delay = std::chrono::milliseconds(o.api_delay_ms),
+                                   .times = -1});
   }
   char dir[] = "/tmp/mgpu-bind-XXXXXX";
   if (!mkdtemp(dir)) return 1;
-  Extender extender(api, dir);
+  Extender extender(api, dir, o.per_client);
   if (!extender.WaitReady()) {
     std::cerr << "the extender did not become ready; see " << dir << "/extender.log\n";
     return 1;

@@ -75,6 +75,9 @@ class Fields {
 };
 
 Result<json> ParseJson(std::string_view text, std::string_view what) {
+  if (text.size() > kMaxAnnotationBytes)
+    return Error{std::string(what) + " is " + std::to_string(text.size()) + " bytes, over the " +
+                 std::to_string(kMaxAnnotationBytes) + " an annotation may hold"};
   if (!JsonDepthWithin(text))
     return Error{std::string(what) + " nests deeper than " + std::to_string(kMaxJsonDepth) + " levels"};
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -189,6 +192,8 @@ Result<Assignment> DecodeAssignment(std::string_view text) {
 std::string EncodeAssumeTime(int64_t unix_ns) { return std::to_string(unix_ns); }
 
 Result<int64_t> DecodeAssumeTime(std::string_view text) {
+  if (text.size() > 32)  // not echoed: a sentence stays a sentence
+    return Error{"gpu-assume-time is " + std::to_string(text.size()) + " characters long, not unix nanoseconds"};
   int64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || v < 0) {

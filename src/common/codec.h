@@ -16,6 +16,10 @@
 
 namespace mgpu {
 
+// The longest annotation value a decoder reads: the API server's own limit on all of an object's annotations
+// together (256 KiB), so only a corrupt or hostile source meets it.
+inline constexpr size_t kMaxAnnotationBytes = size_t{256} << 10;
+
 std::string EncodeInventory(const NodeInventory& inventory);
 Result<NodeInventory> DecodeInventory(std::string_view text);
 

@@ -111,6 +111,16 @@ TEST(Codec, AssignmentRejectsBadFieldsByPath) {
       "gpu assignment: containers[1].name repeats c");
 }
 
+TEST(Codec, OversizedAnnotationsAreOneShortSentence) {
+  const std::string huge = "{\"cards\":[],\"pad\":\"" + std::string(kMaxAnnotationBytes, 'x') + "\"}";
+  EXPECT_EQ(DecodeInventory(huge).message(), "gpu-inventory is " + std::to_string(huge.size()) +
+                                                 " bytes, over the 262144 an annotation may hold");
+  EXPECT_EQ(DecodeAssignment(huge).message(), "gpu assignment is " + std::to_string(huge.size()) +
+                                                  " bytes, over the 262144 an annotation may hold");
+  EXPECT_EQ(DecodeAssumeTime(std::string(100000, '1')).message(),
+            "gpu-assume-time is 100000 characters long, not unix nanoseconds");
+}
+
 TEST(Codec, AssumeTimeRoundTrips) {
   EXPECT_EQ(*DecodeAssumeTime(EncodeAssumeTime(1763900000123456789)), 1763900000123456789);
   EXPECT_EQ(DecodeAssumeTime("12x").message(), "gpu-assume-time \"12x\" is not unix nanoseconds");

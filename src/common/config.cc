@@ -202,6 +202,10 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
     m.Int("assignmentTTLSeconds", e.assignment_ttl_seconds, 1, 86400 * 7);
     m.Int("bindWaitMs", e.bind_wait_ms, 0, 600000);
     m.Int("maxBodyBytes", e.max_body_bytes, 1024, int64_t{1} << 32);
+    m.Int("httpWorkers", e.http_workers, 2, 4096);
+    m.Int("httpRequestTimeoutMs", e.http_request_timeout_ms, 100, 600000);
+    m.Int("httpConnectionsPerClient", e.http_connections_per_client, 1, 4096);
+    m.Int("maxPods", e.max_pods, 1, int64_t{1} << 32);
     m.Bool("leaderElection", e.leader_election);
     m.String("leaseNamespace", e.lease_namespace);
     m.String("leaseName", e.lease_name);
@@ -218,6 +222,11 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
   if (error.empty() && c.device_plugin.gpu_backend == "static" &&
       c.device_plugin.static_inventory_file.empty()) {
     error = "devicePlugin.staticInventoryFile is required when devicePlugin.gpuBackend is static";
+  }
+  if (error.empty() && c.extender.http_connections_per_client >= c.extender.http_workers) {
+    error = "extender.httpConnectionsPerClient (" + std::to_string(c.extender.http_connections_per_client) +
+            ") must be below extender.httpWorkers (" + std::to_string(c.extender.http_workers) +
+            "), so that one client never holds every worker";
   }
   if (error.empty()) error = CheckIsolation(c.isolation);
   if (!error.empty()) return Error{std::string(source) + ": " + error};

@@ -63,6 +63,15 @@ struct ExtenderConfig {
   int64_t bind_wait_ms = 3000;  // ambiguity guard: how long a bind waits for an earlier one (under the
                                 // scheduler's 5 s default extender timeout)
   int64_t max_body_bytes = 64 << 20;
+  // The HTTP server's bounds (common/http_server.h). kube-scheduler binds asynchronously, one goroutine per
+  // pod: enough workers that a bind waiting out the ambiguity guard never queues the others, and a client
+  // (kube-scheduler too) never holds the last 32 of them.
+  int64_t http_workers = 128;
+  int64_t http_request_timeout_ms = 10000;
+  int64_t http_connections_per_client = 96;
+  // The pods the informer keeps (every pod of the cluster, ~2.5 KB each): past it the extender is not ready
+  // rather than blind to some. Kubernetes is tested to 150,000 pods.
+  int64_t max_pods = 300000;
   bool leader_election = false;
   std::string lease_namespace = "kube-system";
   std::string lease_name = "mgpu-scheduler-extender";

@@ -48,6 +48,10 @@ extender:
   assignmentTTLSeconds: 60
   bindWaitMs: 250
   maxBodyBytes: 2048
+  httpWorkers: 16
+  httpRequestTimeoutMs: 2500
+  httpConnectionsPerClient: 12
+  maxPods: 5000
   leaderElection: true
   leaseNamespace: mgpu
   leaseName: ext
@@ -81,6 +85,10 @@ extender:
   EXPECT_EQ(c->extender.assignment_ttl_seconds, 60);
   EXPECT_EQ(c->extender.bind_wait_ms, 250);
   EXPECT_EQ(c->extender.max_body_bytes, 2048);
+  EXPECT_EQ(c->extender.http_workers, 16);
+  EXPECT_EQ(c->extender.http_request_timeout_ms, 2500);
+  EXPECT_EQ(c->extender.http_connections_per_client, 12);
+  EXPECT_EQ(c->extender.max_pods, 5000);
   EXPECT_TRUE(c->extender.leader_election);
   EXPECT_EQ(c->extender.lease_name, "ext");
   EXPECT_EQ(c->extender.tls_key_file, "/k.pem");
@@ -126,6 +134,9 @@ TEST(Config, RejectsBadValuesWithTheirPath) {
   EXPECT_EQ(ParseConfig("extender: {leaderElection: maybe}").message(),
             "config: extender.leaderElection must be true or false, got \"maybe\"");
   EXPECT_EQ(ParseConfig("extender: 3").message(), "config: extender must be a mapping");
+  EXPECT_EQ(ParseConfig("extender: {httpWorkers: 8}").message(),
+            "config: extender.httpConnectionsPerClient (96) must be below extender.httpWorkers (8), so that one "
+            "client never holds every worker");
   EXPECT_EQ(ParseConfig("memoryUnitMiB: [1]").message(), "config: memoryUnitMiB must be a single value");
   EXPECT_EQ(ParseConfig("devicePlugin: {gpuBackend: fake}").message(),
             "config: devicePlugin.gpuBackend must be one of nvml, static, got \"fake\"");
@@ -162,6 +173,10 @@ TEST(Config, TheDocumentedExampleLoadsAndMatchesTheDefaults) {
   EXPECT_EQ(c->extender.max_body_bytes, d.extender.max_body_bytes);
   EXPECT_EQ(c->extender.bind_wait_ms, d.extender.bind_wait_ms);
   EXPECT_EQ(c->extender.lease_name, d.extender.lease_name);
+  EXPECT_EQ(c->extender.http_workers, d.extender.http_workers);
+  EXPECT_EQ(c->extender.http_request_timeout_ms, d.extender.http_request_timeout_ms);
+  EXPECT_EQ(c->extender.http_connections_per_client, d.extender.http_connections_per_client);
+  EXPECT_EQ(c->extender.max_pods, d.extender.max_pods);
 }
 
 }  // namespace

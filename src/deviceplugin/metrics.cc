@@ -163,31 +163,30 @@ MetricsServer::MetricsServer(std::function<MetricsSnapshot()> snapshot, std::fun
 MetricsServer::~MetricsServer() { Stop(); }
 
 Status MetricsServer::Start(const std::string& address) {
-  Result<HostPort> listen = ParseHostPort(address, "devicePlugin.metricsAddress");
-  if (!listen.ok()) return Error{listen.message()};
-  const std::string host = listen->host;
-  const int port = listen->port;
-  server_ = std::make_unique<httplib::Server>();
+  HttpLimits limits;
+  limits.workers = kMetricsWorkers;
+  limits.connections_per_client = kMetricsConnectionsPerClient;
+  limits.max_body_bytes = 4096;  // nothing here takes a body
+  server_ = std::make_unique<BoundedHttpServer>("mgpu-device-plugin", limits);
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(RenderMetrics(snapshot_()), "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(RenderMetrics(snapshot_()) + RenderHttpRefusals("mgpu_plugin", server_->Refusals()),
+                    "text/plain; version=0.0.4; charset=utf-8");
   });
   server_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
     const bool ok = healthy_();
     res.status = ok ? 200 : 503;
     res.set_content(ok ? "ok\n" : "not serving\n", "text/plain");
   });
-  port_ = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
-  if (port_ < 0) {
+  if (Status started = server_->Start(address, "devicePlugin.metricsAddress"); !started.ok()) {
     server_.reset();
-    return Error{"cannot listen for /metrics on " + address};
+    return started;
   }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  port_ = server_->port();
   return Status::Ok();
 }
 
 void MetricsServer::Stop() {
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (server_) server_->Stop();
   server_.reset();
 }
 

@@ -8,14 +8,11 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/http_server.h"
 #include "common/result.h"
 #include "deviceplugin/plugin.h"
 #include "deviceplugin/pod_resources.h"
 #include "guard/state.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace mgpu::dp {
 
@@ -45,6 +42,11 @@ std::string RenderMetrics(const MetricsSnapshot& snapshot);
 std::vector<GuardCardState> ReadGuardStates(const std::string& state_directory,
                                             const std::vector<Card>& cards);
 
+// Serves /metrics and /healthz on a bounded server (common/http_server.h): kMetricsWorkers workers, at most
+// kMetricsConnectionsPerClient of them per client address, requests whole within 10 s.
+inline constexpr int kMetricsWorkers = 4;
+inline constexpr int kMetricsConnectionsPerClient = 2;
+
 class MetricsServer {
  public:
   MetricsServer(std::function<MetricsSnapshot()> snapshot, std::function<bool()> healthy);
@@ -57,8 +59,7 @@ class MetricsServer {
  private:
   std::function<MetricsSnapshot()> snapshot_;
   std::function<bool()> healthy_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<BoundedHttpServer> server_;
   int port_ = 0;
 };
 

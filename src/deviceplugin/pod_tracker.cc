@@ -69,7 +69,8 @@ PodTracker::~PodTracker() { Stop(); }
 
 void PodTracker::Start() {
   kube::InformerOptions options{.resource = kube::kPods,
-                                .selectors = {.field_selector = "spec.nodeName=" + node_}};
+                                .selectors = {.field_selector = "spec.nodeName=" + node_},
+                                .max_objects = kMaxNodePods};
   informer_ = std::make_unique<kube::Informer>(
       client_, std::move(options),
       kube::InformerHandlers{[this](const kube::Json& pod) { Upsert(pod); },

@@ -35,6 +35,10 @@
 
 namespace mgpu::dp {
 
+// The pods of this node the informer keeps; past it the tracker is not synced (the kubelet's own limit,
+// maxPods, is 110 by default and rarely above a few hundred).
+inline constexpr size_t kMaxNodePods = 10000;
+
 class PodTracker final : public PendingPods {
  public:
   PodTracker(const Config& config, std::string node, kube::Client& client,

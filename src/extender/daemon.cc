@@ -65,7 +65,8 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   pods_ = std::make_unique<kube::Informer>(
       *client_,
       kube::InformerOptions{.resource = kube::kPods,
-                            .transform = [&config](kube::Json& pod) { KeepSchedulingFields(pod, config); }},
+                            .transform = [&config](kube::Json& pod) { KeepSchedulingFields(pod, config); },
+                            .max_objects = static_cast<size_t>(config.extender.max_pods)},
       kube::InformerHandlers{[&cache](const kube::Json& p) { cache.UpsertPod(p); },
                              [&cache](const kube::Json&, const kube::Json& p) { cache.UpsertPod(p); },
                              [&cache](const kube::Json& p) {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "common/http_server.h"
 #include "common/model.h"
 #include "extender/admission.h"
 
@@ -13,20 +14,6 @@ namespace {
 
 using nlohmann::json;
 constexpr char kJson[] = "application/json";
-// kube-scheduler binds asynchronously, one goroutine per pod: enough workers that a bind waiting out the
-// ambiguity guard never queues the others.
-constexpr int kThreads = 128;
-
-// What the log says of an exception.
-std::string Describe(std::exception_ptr exception) {
-  try {
-    std::rethrow_exception(exception);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
 
 // The one sentence a caller gets instead; the details stay in the log.
 std::string InternalError(const std::string& what) {
@@ -87,33 +74,13 @@ HttpServer::~HttpServer() { Stop(); }
 Status HttpServer::Start(const std::string& address, const ExtenderConfig& config) {
   Result<HostPort> listen = ParseHostPort(address, "extender.listenAddress");
   if (!listen.ok()) return Error{listen.message()};
-  const std::string host = listen->host;
-  const int port = listen->port;
-  if (!config.tls_cert_file.empty() || !config.tls_key_file.empty()) {
-    auto ssl =
-        std::make_unique<httplib::SSLServer>(config.tls_cert_file.c_str(), config.tls_key_file.c_str());
-    if (!ssl->is_valid())
-      return Error{"cannot load the TLS certificate " + config.tls_cert_file + " and key " +
-                   config.tls_key_file};
-    server_ = std::move(ssl);
-  } else {
-    server_ = std::make_unique<httplib::Server>();
-  }
-  httplib::Server& s = *server_;
-  s.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
-  s.set_payload_max_length(static_cast<size_t>(config.max_body_bytes));
-  s.set_read_timeout(std::chrono::seconds(10));
-  s.set_write_timeout(std::chrono::seconds(10));
-  s.set_keep_alive_timeout(30);
-  // Replies go out as headers then body: without TCP_NODELAY, Nagle and the client's delayed ACK add ~40 ms.
-  s.set_tcp_nodelay(true);
-  // The verbs catch their own; this covers the other handlers.
-  s.set_exception_handler(
-      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr exception) {
-        spdlog::error("{} {}: {}", req.method, req.path, Describe(exception));
-        res.status = 500;
-        res.set_content(InternalError(req.path) + "\n", "text/plain");
-      });
+  HttpLimits limits;
+  limits.workers = static_cast<int>(config.http_workers);
+  limits.request_timeout = std::chrono::milliseconds(config.http_request_timeout_ms);
+  limits.connections_per_client = static_cast<int>(config.http_connections_per_client);
+  limits.max_body_bytes = static_cast<size_t>(config.max_body_bytes);
+  server_ = std::make_unique<BoundedHttpServer>("mgpu-scheduler-extender", limits);
+  BoundedHttpServer& s = *server_;
 
   // Every verb: time it, count it, and turn an unexpected exception into a 500 instead of a dead process.
   const auto verb = [this](const std::string& name,
@@ -124,7 +91,7 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
       try {
         fn(req, res);
       } catch (...) {
-        spdlog::error("{}: {}", name, Describe(std::current_exception()));
+        spdlog::error("{}: {}", name, DescribeException(std::current_exception()));
         res.status = 500;
         res.set_content(EncodeError(InternalError(name)), kJson);
       }
@@ -194,23 +161,27 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
     res.set_content(ready ? "ok\n" : "informers not synced\n", "text/plain");
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.Render(*cache_.Snapshot()) + RenderReadiness(!ready_ || ready_()),
+    res.set_content(metrics_.Render(*cache_.Snapshot()) + RenderReadiness(!ready_ || ready_()) +
+                        RenderHttpRefusals("mgpu_extender", server_->Refusals()),
                     "text/plain; version=0.0.4");
   });
   s.Get("/v1/nodes", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(NodesJson(cache_.Snapshot()->Nodes()).dump(), kJson);
   });
 
-  port_ = port == 0 ? s.bind_to_any_port(host) : (s.bind_to_port(host, port) ? port : -1);
-  if (port_ <= 0) return Error{"cannot listen on " + address};
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  spdlog::info("extender listening on {}:{}{}", host, port_, config.tls_cert_file.empty() ? "" : " (TLS)");
+  if (Status started = s.Start(address, "extender.listenAddress", config.tls_cert_file, config.tls_key_file);
+      !started.ok())
+    return started;
+  port_ = s.port();
+  spdlog::info("extender listening on {} port {}{}", listen->host, port_,
+               config.tls_cert_file.empty() ? "" : " (TLS)");
   return Status::Ok();
 }
 
 void HttpServer::Stop() {
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (server_) server_->Stop();
 }
+
+HttpRefusals HttpServer::Refusals() const { return server_ ? server_->Refusals() : HttpRefusals{}; }
 
 }  // namespace mgpu::extender

@@ -3,7 +3,8 @@
 // for bodies over extender.max_body_bytes), POST /validate (the admission webhook, admission.h, which needs
 // no cache and answers whether ready or not) and GET /healthz, /readyz, /metrics, /v1/nodes. While `ready` is
 // false the verbs refuse (filter and bind with Error set, prioritize and preempt with 503). A handler never
-// throws out of the server: an unexpected exception is answered 500 and logged.
+// throws out of the server: an unexpected exception is answered 500 and logged. Connections are bounded as
+// common/http_server.h says, by extender.httpWorkers, httpRequestTimeoutMs and httpConnectionsPerClient.
 #pragma once
 
 #include <functional>
@@ -13,14 +14,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/http_server.h"
 #include "common/result.h"
 #include "extender/cache.h"
 #include "extender/extender.h"
 #include "extender/metrics.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace mgpu::extender {
 
@@ -37,6 +35,7 @@ class HttpServer {
   Status Start(const std::string& address, const ExtenderConfig& config);
   void Stop();
   int port() const { return port_; }
+  HttpRefusals Refusals() const;
 
  private:
   Extender& extender_;
@@ -44,8 +43,7 @@ class HttpServer {
   Metrics& metrics_;
   std::function<bool()> ready_;
   WorkloadLookup workload_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<BoundedHttpServer> server_;
   int port_ = 0;
 };
 

@@ -149,14 +149,18 @@ TEST_F(PluginTest, AdmitsContainersLikeTheKubeletWithCoreAndMemoryOnOneCard) {
   ASSERT_FALSE(full.ok());
   EXPECT_NE(full.message().find("no card can take"), std::string::npos) << full.message();
 
-  // The kubelet's PodResources shows what was really allocated.
+  // The kubelet's PodResources shows what was really allocated: an answer to a List started after the last
+  // admission (an earlier one may have been taken between a pod's two resources).
+  const uint64_t after = pod_resources.RequestsStarted();
   AllocatedPods seen;
+  uint64_t request = 0;
   for (auto deadline = std::chrono::steady_clock::now() + kWait;
        std::chrono::steady_clock::now() < deadline;) {
-    seen = pod_resources.Latest();
-    if (seen.size() == 8) break;
+    seen = pod_resources.Latest(&request);
+    if (request > after) break;
     std::this_thread::sleep_for(2ms);  // polling a condition until the deadline, not a timing assumption
   }
+  ASSERT_GT(request, after) << "no PodResources answer after the admissions";
   ASSERT_EQ(seen.size(), 8u);
   const auto usage = UsageByCard(seen);
   EXPECT_EQ(usage.at("GPU-aaaa").core, 100);

@@ -37,6 +37,11 @@ bool Informer::HasSynced() const {
   return synced_;
 }
 
+bool Informer::Overfull() const {
+  std::lock_guard lock(mu_);
+  return overfull_;
+}
+
 bool Informer::WaitForSync(std::chrono::milliseconds timeout) const {
   std::unique_lock lock(mu_);
   cv_.wait_for(lock, timeout, [this] { return synced_ || stopping_; });
@@ -136,9 +141,15 @@ bool Informer::ListAndReplace() {
     }
   }
   body = nullptr;
+  if (options_.max_objects && fresh.size() > options_.max_objects) {
+    std::lock_guard lock(mu_);
+    OverfullLocked(fresh.size());
+    return false;
+  }
   std::vector<Delivery> deliveries;
   {
     std::lock_guard lock(mu_);
+    overfull_ = false;
     std::map<std::string, Kept> kept;
     for (auto& [key, object] : fresh) {
       auto old = objects_.find(key);
@@ -193,12 +204,15 @@ Informer::WatchEnd Informer::WatchOnce(bool& saw_event) {
         }
         saw_event = true;
         std::vector<Delivery> deliveries;
+        bool overfull;
         {
           std::lock_guard lock(mu_);
           ApplyLocked(event.type, std::move(event.object), deliveries);
+          overfull = overfull_;
         }
         Deliver(deliveries);
-        return true;
+        if (overfull) failed = true;  // relist: only a whole list says when the objects fit again
+        return !overfull;
       },
       &cancel_);
   if (gone || result.IsGone()) {
@@ -234,6 +248,10 @@ void Informer::ApplyLocked(const std::string& type, Json object, std::vector<Del
     return;
   }
   if (old == objects_.end()) {
+    if (options_.max_objects && objects_.size() >= options_.max_objects) {
+      if (!overfull_) OverfullLocked(objects_.size() + 1);
+      return;
+    }
     objects_.emplace(key, Pack(object));
     out.push_back({Delivery::Type::kAdd, nullptr, std::move(object)});
     return;
@@ -247,6 +265,13 @@ void Informer::ApplyLocked(const std::string& type, Json object, std::vector<Del
     out.push_back({Delivery::Type::kUpdate, Unpack(old->second), std::move(object)});
   }
   old->second = std::move(now);
+}
+
+void Informer::OverfullLocked(size_t count) {
+  overfull_ = true;
+  synced_ = false;
+  spdlog::error("kube: {} {} objects, over the {} this informer may keep; not synced until they fit",
+                count, options_.resource.kind, options_.max_objects);
 }
 
 void Informer::Deliver(std::vector<Delivery>& deliveries) {

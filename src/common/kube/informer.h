@@ -9,7 +9,8 @@
 //    may call Snapshot/Get). After a relist the handlers see exactly the difference from what they saw
 //    before, so they receive every change once: no update is lost or delivered twice.
 //  - Objects without a name or resourceVersion are logged with their kind and skipped.
-//  - HasSynced() turns true after the first complete list has been delivered.
+//  - HasSynced() turns true after the first complete list has been delivered, and false while the objects
+//    are more than options.max_objects.
 //  - Stop() interrupts a blocked watch at once (a list within a second) and joins; the destructor calls it.
 //    Start() at most once.
 #pragma once
@@ -41,6 +42,9 @@ struct InformerOptions {
   // Applied to every listed or watched object before it is kept and handed to the handlers, to keep only
   // the fields they read (memory); it must keep metadata name, namespace, uid and resourceVersion.
   std::function<void(Json& object)> transform{};
+  // The most objects kept (0: no bound). Past it the informer is not synced (HasSynced() false, Overfull()
+  // true, one sentence logged), keeps what it had and relists after the backoff until the objects fit again.
+  size_t max_objects = 0;
 };
 
 struct InformerHandlers {
@@ -60,6 +64,7 @@ class Informer {
   void Stop();
 
   bool HasSynced() const;
+  bool Overfull() const;  // more objects than options.max_objects
   // Waits until synced or `timeout` passes (or Stop); returns HasSynced().
   bool WaitForSync(std::chrono::milliseconds timeout) const;
 
@@ -82,6 +87,8 @@ class Informer {
   // Applies one watched object to the cache, appending what handlers must see.
   void ApplyLocked(const std::string& type, Json object, std::vector<Delivery>& out);
   void Deliver(std::vector<Delivery>& deliveries);
+  // Marks the informer overfull at `count` objects (not synced) and says so.
+  void OverfullLocked(size_t count);
   // Waits out the backoff for the `failures`-th failure in a row; false when stopping.
   bool Backoff(int failures);
   bool Valid(const Json& object) const;
@@ -96,6 +103,7 @@ class Informer {
   mutable std::condition_variable cv_;
   bool stopping_ = false;
   bool synced_ = false;
+  bool overfull_ = false;
   int list_count_ = 0;
   std::string resource_version_;
   // An object as kept: MessagePack, far smaller than a parsed Json tree (the extender's bytes per pod halved,

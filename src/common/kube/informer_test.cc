@@ -112,11 +112,12 @@ class InformerTest : public ::testing::Test {
     fake_->Stop();
   }
 
-  void StartInformer(const ListOptions& selectors = {}, Resource resource = kPods) {
+  void StartInformer(const ListOptions& selectors = {}, Resource resource = kPods, size_t max_objects = 0) {
     InformerOptions options{.resource = resource,
                             .selectors = selectors,
                             .initial_backoff = std::chrono::milliseconds(10),
-                            .max_backoff = std::chrono::milliseconds(100)};
+                            .max_backoff = std::chrono::milliseconds(100),
+                            .max_objects = max_objects};
     informer_ = std::make_unique<Informer>(*client_, options, recorder_.Handlers());
     informer_->Start();
   }
@@ -187,6 +188,32 @@ TEST_F(InformerTest, ListsThenFollowsChanges) {
   auto a = informer_->Get("default", "a");
   ASSERT_TRUE(a);
   EXPECT_EQ((*a)["metadata"]["labels"]["x"], "y");
+}
+
+// More objects than the bound: not synced, nothing past the bound kept, synced again once they fit.
+TEST_F(InformerTest, MoreObjectsThanTheBoundIsNotSynced) {
+  for (const char* name : {"a", "b", "c"}) ASSERT_TRUE(fake_->Create("pods", Pod(name)).ok());
+  StartInformer({}, kPods, 2);
+  ASSERT_TRUE(WaitUntil([&] { return informer_->Overfull(); }));
+  EXPECT_FALSE(informer_->HasSynced());
+  EXPECT_TRUE(informer_->Snapshot().empty());
+  EXPECT_EQ(recorder_.deliveries(), 0);
+
+  ASSERT_TRUE(fake_->Delete("pods", "default", "c").ok());
+  ASSERT_TRUE(informer_->WaitForSync(std::chrono::seconds(10)));
+  EXPECT_FALSE(informer_->Overfull());
+  ExpectConverged();
+
+  // A watched add past the bound is not kept and ends the sync...
+  ASSERT_TRUE(fake_->Create("pods", Pod("d")).ok());
+  ASSERT_TRUE(WaitUntil([&] { return informer_->Overfull(); }));
+  EXPECT_FALSE(informer_->HasSynced());
+  EXPECT_EQ(informer_->Snapshot().size(), 2u);
+  EXPECT_FALSE(recorder_.state().contains("default/d"));
+  // ...until the objects fit again.
+  ASSERT_TRUE(fake_->Delete("pods", "default", "a").ok());
+  ASSERT_TRUE(informer_->WaitForSync(std::chrono::seconds(10)));
+  ExpectConverged();
 }
 
 TEST_F(InformerTest, FieldSelectorFollowsBindingToTheNode) {

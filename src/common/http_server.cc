@@ -1,0 +1,423 @@
+#include "common/http_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include "common/config.h"
+
+namespace mgpu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Requests one connection may carry before it is closed (clients open another).
+constexpr int kKeepAliveRequests = 100;
+// Bytes read from the socket at a time: the request line and headers are parsed a byte at a time.
+constexpr size_t kReadBuffer = 16 * 1024;
+
+// "ip" or "ip:port" of a socket's peer (`port` true) or of its own end.
+std::string AddressOf(int fd, bool peer, int* port = nullptr) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  const int rc = peer ? getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length)
+                      : getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  if (rc != 0) return "unknown";
+  char text[INET6_ADDRSTRLEN] = {};
+  if (address.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&address);
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+    if (port) *port = ntohs(in->sin_port);
+  } else if (address.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+    if (port) *port = ntohs(in6->sin6_port);
+  }
+  return text;
+}
+
+enum class Wait { kReady, kTimedOut, kStopped, kFailed };
+
+// Waits until `fd` has `events`, `deadline` passes, or `stop_fd` turns readable.
+Wait WaitFor(int fd, short events, Clock::time_point deadline, int stop_fd) {
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return Wait::kTimedOut;
+    pollfd fds[2] = {{fd, events, 0}, {stop_fd, POLLIN, 0}};
+    const int n = poll(fds, 2, static_cast<int>(std::min<int64_t>(left.count() + 1, 60'000)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Wait::kFailed;
+    if (fds[1].revents) return Wait::kStopped;
+    if (fds[0].revents & (POLLERR | POLLNVAL)) return Wait::kFailed;
+    if (fds[0].revents) return Wait::kReady;  // readable, writable, or hung up (the read then says 0)
+  }
+}
+
+// One accepted connection, plain or TLS, on a non-blocking socket: every wait ends at the deadline of the
+// request being read or the response being written. Reading after writing starts the next request; writing
+// after reading starts its response.
+class Connection final : public httplib::Stream {
+ public:
+  Connection(int fd, SSL* ssl, int stop_fd, std::chrono::milliseconds timeout)
+      : fd_(fd), ssl_(ssl), stop_fd_(stop_fd), timeout_(timeout), deadline_(Clock::now() + timeout) {}
+
+  // The TLS handshake, within the deadline of the connection's opening (plain: nothing to do).
+  bool Handshake() {
+    if (!ssl_) return true;
+    for (;;) {
+      const int rc = SSL_accept(ssl_);
+      if (rc == 1) return true;
+      if (!AwaitFor(SSL_get_error(ssl_, rc))) return false;
+    }
+  }
+
+  // Waits for the first byte of the next request: the first request keeps the deadline of the opening; a
+  // later one may idle for the timeout (a normal end, not a refusal) and then has the timeout from its first
+  // byte. False when no request comes.
+  bool NextRequest() {
+    const bool first = requests_++ == 0;
+    reading_ = true;
+    if (Buffered()) {
+      if (!first) deadline_ = Clock::now() + timeout_;
+      return true;
+    }
+    if (!first) deadline_ = Clock::now() + timeout_;
+    const Wait w = WaitFor(fd_, POLLIN, deadline_, stop_fd_);
+    if (w == Wait::kTimedOut && first) timed_out_ = true;
+    if (w != Wait::kReady) return false;
+    if (!first) deadline_ = Clock::now() + timeout_;
+    return true;
+  }
+
+  bool timed_out() const { return timed_out_; }
+  bool reading() const { return reading_; }
+
+  // Answers `status` with one sentence and the end of the connection, with a deadline of its own.
+  void Respond(int status, const char* reason, const std::string& sentence) {
+    timed_out_ = false;
+    reading_ = false;
+    deadline_ = Clock::now() + timeout_;
+    const std::string body = sentence + "\n";
+    const std::string response =
+        "HTTP/1.1 " + std::to_string(status) + " " + reason +
+        "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) +
+        "\r\nConnection: close\r\n\r\n" + body;
+    for (size_t sent = 0; sent < response.size();) {
+      const ssize_t n = Send(response.data() + sent, response.size() - sent);
+      if (n <= 0) return;
+      sent += static_cast<size_t>(n);
+    }
+  }
+
+  bool is_readable() const override {
+    auto* self = const_cast<Connection*>(this);
+    self->Phase(true);
+    return self->Buffered() || self->AwaitFor(SSL_ERROR_WANT_READ);
+  }
+  bool is_writable() const override {
+    auto* self = const_cast<Connection*>(this);
+    self->Phase(false);
+    return !timed_out_ && WaitFor(fd_, POLLOUT, deadline_, stop_fd_) == Wait::kReady;
+  }
+
+  ssize_t read(char* ptr, size_t size) override {
+    Phase(true);
+    if (timed_out_) return -1;
+    if (begin_ == end_) {
+      if (size >= kReadBuffer) return Receive(ptr, size);
+      const ssize_t n = Receive(buffer_, kReadBuffer);
+      if (n <= 0) return n;
+      begin_ = 0;
+      end_ = static_cast<size_t>(n);
+    }
+    const size_t n = std::min(size, end_ - begin_);
+    std::memcpy(ptr, buffer_ + begin_, n);
+    begin_ += n;
+    return static_cast<ssize_t>(n);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    Phase(false);
+    if (timed_out_) return -1;
+    return Send(ptr, size);
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { ip = AddressOf(fd_, true, &port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { ip = AddressOf(fd_, false, &port); }
+  socket_t socket() const override { return fd_; }
+
+ private:
+  bool Buffered() const { return begin_ < end_ || (ssl_ && SSL_pending(ssl_) > 0); }
+
+  // Reading after writing is the next request (a 100 Continue aside); writing after reading, its response.
+  // Once timed out the phase stays (what timed out is what the log says), and nothing more moves.
+  void Phase(bool reading) {
+    if (timed_out_ || reading_ == reading) return;
+    reading_ = reading;
+    deadline_ = Clock::now() + timeout_;
+  }
+
+  // Waits for what an operation needs (SSL_ERROR_WANT_READ or _WRITE; any other code is a failure).
+  bool AwaitFor(int ssl_error) {
+    if (ssl_error != SSL_ERROR_WANT_READ && ssl_error != SSL_ERROR_WANT_WRITE) return false;
+    const Wait w = WaitFor(fd_, ssl_error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline_, stop_fd_);
+    if (w == Wait::kTimedOut) timed_out_ = true;
+    return w == Wait::kReady;
+  }
+
+  ssize_t Receive(char* ptr, size_t size) {
+    for (;;) {
+      int need;
+      if (ssl_) {
+        const int n = SSL_read(ssl_, ptr, static_cast<int>(std::min<size_t>(size, INT32_MAX)));
+        if (n > 0) return n;
+        need = SSL_get_error(ssl_, n);
+        if (need == SSL_ERROR_ZERO_RETURN) return 0;
+      } else {
+        const ssize_t n = recv(fd_, ptr, size, 0);
+        if (n >= 0) return n;
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+        need = SSL_ERROR_WANT_READ;
+      }
+      if (!AwaitFor(need)) return -1;
+    }
+  }
+
+  ssize_t Send(const char* ptr, size_t size) {
+    for (;;) {
+      int need;
+      if (ssl_) {
+        const int n = SSL_write(ssl_, ptr, static_cast<int>(std::min<size_t>(size, INT32_MAX)));
+        if (n > 0) return n;
+        need = SSL_get_error(ssl_, n);
+      } else {
+        const ssize_t n = send(fd_, ptr, size, MSG_NOSIGNAL);
+        if (n >= 0) return n;
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+        need = SSL_ERROR_WANT_WRITE;
+      }
+      if (!AwaitFor(need)) return -1;
+    }
+  }
+
+  const int fd_;
+  SSL* const ssl_;
+  const int stop_fd_;
+  const std::chrono::milliseconds timeout_;
+  Clock::time_point deadline_;
+  bool reading_ = true;
+  bool timed_out_ = false;
+  int requests_ = 0;
+  char buffer_[kReadBuffer];
+  size_t begin_ = 0;
+  size_t end_ = 0;
+};
+
+}  // namespace
+
+std::string DescribeException(std::exception_ptr exception) {
+  try {
+    std::rethrow_exception(exception);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+std::string RenderHttpRefusals(std::string_view prefix, const HttpRefusals& refusals) {
+  const std::string name = std::string(prefix) + "_http_connections_refused_total";
+  return "# HELP " + name +
+         " HTTP connections closed by the server's bounds: timeout (a request or response not through in "
+         "time), busy (over the connections one client may hold).\n# TYPE " +
+         name + " counter\n" + name + "{reason=\"timeout\"} " + std::to_string(refusals.timed_out) + "\n" +
+         name + "{reason=\"busy\"} " + std::to_string(refusals.busy) + "\n";
+}
+
+// cpp-httplib's server with the handling of each accepted connection replaced (it is the one virtual step
+// between accept and routing).
+class BoundedHttpServer::Server final : public httplib::Server {
+ public:
+  Server(const std::string& daemon, const HttpLimits& limits) : daemon_(daemon), limits_(limits) {
+    std::signal(SIGPIPE, SIG_IGN);  // a peer gone while TLS writes must not end the process
+    if (pipe2(stop_pipe_, O_CLOEXEC) != 0) stop_pipe_[0] = stop_pipe_[1] = -1;
+  }
+  ~Server() override {
+    if (tls_) SSL_CTX_free(tls_);
+    for (int fd : stop_pipe_)
+      if (fd >= 0) close(fd);
+  }
+
+  void UseTls(SSL_CTX* tls) { tls_ = tls; }
+
+  // Wakes every connection's wait, then stops accepting and joins the workers.
+  void Halt() {
+    if (stop_pipe_[1] >= 0 && !halted_.exchange(true)) {
+      const char byte = 0;
+      [[maybe_unused]] ssize_t n = ::write(stop_pipe_[1], &byte, 1);
+    }
+    stop();
+  }
+
+  HttpRefusals Refusals() const { return {timed_out_.load(), busy_.load()}; }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
+    const int one = 1;
+    setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    const std::string client = AddressOf(sock, true);
+    SSL* ssl = nullptr;
+    if (tls_) {
+      ssl = SSL_new(tls_);
+      if (ssl) SSL_set_fd(ssl, sock);
+    }
+    Connection connection(sock, ssl, stop_pipe_[0], limits_.request_timeout);
+    const int held = Admit(client);
+    if ((!tls_ || ssl) && connection.Handshake()) {
+      if (held > limits_.connections_per_client) {
+        ++busy_;
+        spdlog::warn("http client={} refused: {} connections, over connectionsPerClient {}", client, held,
+                     limits_.connections_per_client);
+        connection.Respond(503, "Service Unavailable",
+                           daemon_ + " already serves " + std::to_string(limits_.connections_per_client) +
+                               " connections from " + client +
+                               ", as many as one client may hold; retry when one of them is done");
+      } else {
+        Serve(connection, client);
+      }
+    } else if (connection.timed_out()) {
+      TimedOut(connection, client);
+    }
+    Release(client);
+    if (ssl) {
+      SSL_shutdown(ssl);  // one try: the socket is non-blocking and the peer owes nothing
+      SSL_free(ssl);
+    }
+    ERR_clear_error();
+    shutdown(sock, SHUT_RDWR);
+    close(sock);
+    return true;
+  }
+
+  void Serve(Connection& connection, const std::string& client) {
+    for (int n = 0; n < kKeepAliveRequests && !halted_; ++n) {
+      if (!connection.NextRequest()) break;
+      bool closed = false;
+      const bool served =
+          process_request(connection, n + 1 == kKeepAliveRequests, closed, [](httplib::Request&) {});
+      if (connection.timed_out()) break;
+      if (!served || closed) break;
+    }
+    if (connection.timed_out()) TimedOut(connection, client);
+  }
+
+  void TimedOut(Connection& connection, const std::string& client) {
+    ++timed_out_;
+    const bool request = connection.reading();
+    spdlog::warn("http client={} closed: {} not through within {} ms", client,
+                 request ? "a request" : "a response", limits_.request_timeout.count());
+    if (request)
+      connection.Respond(408, "Request Timeout",
+                         daemon_ + " closed this connection: the request did not arrive whole within " +
+                             std::to_string(limits_.request_timeout.count()) + " ms");
+  }
+
+  // The connections `client` holds, this one included.
+  int Admit(const std::string& client) {
+    std::lock_guard lock(mu_);
+    return ++held_[client];
+  }
+  void Release(const std::string& client) {
+    std::lock_guard lock(mu_);
+    if (--held_[client] == 0) held_.erase(client);
+  }
+
+  const std::string& daemon_;
+  const HttpLimits& limits_;
+  SSL_CTX* tls_ = nullptr;
+  int stop_pipe_[2] = {-1, -1};
+  std::atomic<bool> halted_{false};
+  std::atomic<uint64_t> timed_out_{0};
+  std::atomic<uint64_t> busy_{0};
+  std::mutex mu_;
+  std::map<std::string, int> held_;
+};
+
+BoundedHttpServer::BoundedHttpServer(std::string daemon, HttpLimits limits)
+    : daemon_(std::move(daemon)), limits_(limits), server_(std::make_unique<Server>(daemon_, limits_)) {
+  server_->new_task_queue = [workers = limits_.workers] {
+    return new httplib::ThreadPool(static_cast<size_t>(workers));
+  };
+  server_->set_payload_max_length(limits_.max_body_bytes);
+  server_->set_exception_handler(
+      [daemon = daemon_](const httplib::Request& req, httplib::Response& res, std::exception_ptr exception) {
+        spdlog::error("{} {}: {}", req.method, req.path, DescribeException(exception));
+        res.status = 500;
+        res.set_content(daemon + " failed on this " + req.path +
+                            " request with an internal error (its log has the details); retry\n",
+                        "text/plain");
+      });
+}
+
+BoundedHttpServer::~BoundedHttpServer() { Stop(); }
+
+void BoundedHttpServer::Get(const std::string& pattern, Handler handler) {
+  server_->Get(pattern, std::move(handler));
+}
+
+void BoundedHttpServer::Post(const std::string& pattern, Handler handler) {
+  server_->Post(pattern, std::move(handler));
+}
+
+void BoundedHttpServer::SetExceptionHandler(httplib::Server::ExceptionHandler handler) {
+  server_->set_exception_handler(std::move(handler));
+}
+
+Status BoundedHttpServer::Start(const std::string& address, std::string_view key,
+                                const std::string& tls_cert_file, const std::string& tls_key_file) {
+  Result<HostPort> listen = ParseHostPort(address, key);
+  if (!listen.ok()) return Error{listen.message()};
+  if (!tls_cert_file.empty() || !tls_key_file.empty()) {
+    SSL_CTX* tls = SSL_CTX_new(TLS_server_method());
+    const bool loaded = tls && SSL_CTX_set_min_proto_version(tls, TLS1_2_VERSION) == 1 &&
+                        SSL_CTX_use_certificate_chain_file(tls, tls_cert_file.c_str()) == 1 &&
+                        SSL_CTX_use_PrivateKey_file(tls, tls_key_file.c_str(), SSL_FILETYPE_PEM) == 1 &&
+                        SSL_CTX_check_private_key(tls) == 1;
+    ERR_clear_error();
+    if (!loaded) {
+      if (tls) SSL_CTX_free(tls);
+      return Error{"cannot load the TLS certificate " + tls_cert_file + " and key " + tls_key_file};
+    }
+    server_->UseTls(tls);
+  }
+  port_ = listen->port == 0 ? server_->bind_to_any_port(listen->host)
+                            : (server_->bind_to_port(listen->host, listen->port) ? listen->port : -1);
+  if (port_ < 0) return Error{"cannot listen on " + address + " (" + std::string(key) + ")"};
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // Until the loop runs, stop() would not end it: Stop must find it running.
+  while (!server_->is_running()) std::this_thread::yield();
+  return Status::Ok();
+}
+
+void BoundedHttpServer::Stop() {
+  server_->Halt();
+  if (thread_.joinable()) thread_.join();
+}
+
+HttpRefusals BoundedHttpServer::Refusals() const { return server_->Refusals(); }
+
+}  // namespace mgpu

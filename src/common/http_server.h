@@ -1,0 +1,88 @@
+// The HTTP(S) server of both daemons: cpp-httplib's routing on a fixed pool of workers, with the connection
+// handling written here so that no client can hold the workers:
+// - a request must arrive whole (request line, headers, body) within `request_timeout` of its first byte (of
+//   the connection's opening, for the first request, and the TLS handshake), and a response must be taken by
+//   the client within `request_timeout` of its first byte; otherwise the connection is closed, with a 408 and
+//   one sentence when the request was late. The time a handler takes is not counted.
+// - an idle kept-alive connection is closed after `request_timeout`, and after kKeepAliveRequests requests;
+// - one client address holds at most `connections_per_client` workers: a further connection from it gets a
+//   503 with one sentence, so other clients (the API server's webhook calls, probes, Prometheus) always find
+//   a free worker;
+// - an exception out of a handler is a 500 with one sentence naming the daemon; the log has the details.
+// Each refusal is logged with the client's address and counted (Counters()).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include <httplib.h>
+#include <openssl/ssl.h>
+
+#include "common/result.h"
+
+namespace mgpu {
+
+struct HttpLimits {
+  int workers = 8;
+  std::chrono::milliseconds request_timeout{10000};
+  int connections_per_client = 6;
+  size_t max_body_bytes = size_t{8} << 20;
+};
+
+// The connections refused so far (for /metrics).
+struct HttpRefusals {
+  uint64_t timed_out = 0;  // a request or response not through within request_timeout
+  uint64_t busy = 0;       // over connections_per_client
+};
+
+// The refusals as a Prometheus counter <prefix>_http_connections_refused_total{reason="timeout"|"busy"}.
+std::string RenderHttpRefusals(std::string_view prefix, const HttpRefusals& refusals);
+
+// What the log says of an exception caught by a handler.
+std::string DescribeException(std::exception_ptr exception);
+
+class BoundedHttpServer {
+ public:
+  using Handler = httplib::Server::Handler;
+
+  // `daemon` names the server in the sentences ("mgpu-scheduler-extender").
+  BoundedHttpServer(std::string daemon, HttpLimits limits);
+  ~BoundedHttpServer();
+  BoundedHttpServer(const BoundedHttpServer&) = delete;
+  BoundedHttpServer& operator=(const BoundedHttpServer&) = delete;
+
+  // Routes, before Start.
+  void Get(const std::string& pattern, Handler handler);
+  void Post(const std::string& pattern, Handler handler);
+  // Replaces the one-sentence 500 for an exception out of a handler.
+  void SetExceptionHandler(httplib::Server::ExceptionHandler handler);
+
+  // Listens on `address` ("host:port", port 0: a free one; `key` names the config key in the error) and
+  // serves on a thread of its own; HTTPS when `tls_cert_file` and `tls_key_file` are both set.
+  Status Start(const std::string& address, std::string_view key, const std::string& tls_cert_file = "",
+               const std::string& tls_key_file = "");
+  // Stops accepting, ends the connections being served and joins. Idempotent.
+  void Stop();
+  int port() const { return port_; }
+  HttpRefusals Refusals() const;
+
+ private:
+  class Server;
+
+  const std::string daemon_;
+  const HttpLimits limits_;
+  std::unique_ptr<Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace mgpu
