@@ -132,7 +132,11 @@ check_libraries() {  # image, binary...
   done
 }
 
-if wants base; then make_base; fi
+if wants base; then
+  start=$SECONDS
+  make_base
+  echo "images: base step in $((SECONDS - start)) s"
+fi
 if wants build; then
   $sudo_cmd mkdir -p "$cache/ccache"
   build_image deploy/docker/extender.Dockerfile "$extender_image"
