@@ -390,8 +390,17 @@ TEST_F(Deploy, EveryDaemonHasADebian12Dockerfile) {
     if (entry.path().extension() != ".Dockerfile") continue;
     std::istringstream in(ReadText(entry.path()));
     std::string last_from;
+    std::map<std::string, std::string> args;  // ARG NAME=default, which a FROM may name as ${NAME}
+    const std::regex arg(R"(ARG ([A-Za-z_]\w*)=(\S+))"), reference(R"(\$\{([A-Za-z_]\w*)\})");
     for (std::string line; std::getline(in, line);) {
-      if (line.rfind("FROM ", 0) == 0) last_from = line;
+      if (std::smatch m; std::regex_match(line, m, arg)) args[m[1]] = m[2];
+      if (line.rfind("FROM ", 0) == 0) {
+        last_from.clear();
+        std::string rest = line;
+        for (std::smatch m; std::regex_search(rest, m, reference); rest = m.suffix())
+          last_from += m.prefix().str() + args[m[1]];
+        last_from += rest;
+      }
       for (const char* daemon : {"mgpu-scheduler-extender", "mgpu-device-plugin"})
         if (line.rfind("ENTRYPOINT", 0) == 0 && line.find(daemon) != std::string::npos) built.insert(daemon);
     }
