@@ -10,10 +10,11 @@
 // gpu_milli is rounded to the nearest percent.
 //
 // Policies: Random, BestFit and Packing are the paper's baselines, re-implemented in this harness from its
-// description; binpack, spread and fragmentation are mgpu's own card choice and node costs
-// (ChooseCards, PlacementCost) turned into extender scores (ExtenderScores). As in kube-scheduler, equal top
-// scores are broken at random. Card choice inside the node is always mgpu's binpack (best fit), also the
-// paper's default.
+// description; binpack, spread and fragmentation run the extender's own placement core (common/scheduler.h):
+// the workload model learned pod by pod and published every 16 pods as the extender publishes it, each node
+// decided (Decide: fit and PlacementCost) and ranked into extender scores (Scores), the cards chosen and
+// applied (Assign). As in kube-scheduler, equal top scores are broken at random. Card choice inside the node
+// is mgpu's binpack (best fit), also the paper's default, except under the fragmentation policy.
 //
 // Offline is no policy: the pods that have arrived at the 100 % mark (and all of them, for 130 %) are
 // packed at once.
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include "common/allocator.h"
+#include "common/scheduler.h"
 
 namespace mgpu::bench {
 namespace {
@@ -269,12 +271,17 @@ bool HostFits(const SimNode& n, const TracePod& p) {
   return p.models.empty() || std::find(p.models.begin(), p.models.end(), n.trace->model) != p.models.end();
 }
 
-// Puts the pod on the node with the cards `assignment` names.
-void Bind(SimNode& n, const TracePod& p, const PodRequest& req, const Result<Assignment>& assignment) {
+// Takes the pod's CPU and memory on the node.
+void BindHost(SimNode& n, const TracePod& p) {
   n.cpu_left -= p.cpu_milli;
   n.memory_left -= p.memory_mib;
   n.gpu.cpu_free_milli = n.cpu_left;
   n.gpu.host_memory_free_mib = n.memory_left;
+}
+
+// Puts the pod on the node with the cards `assignment` names.
+void Bind(SimNode& n, const TracePod& p, const PodRequest& req, const Result<Assignment>& assignment) {
+  BindHost(n, p);
   if (!req.AsksForGpu()) return;
   if (!assignment.ok() || !Apply(n.gpu, req, *assignment).ok()) {
     std::cerr << "internal error: chosen node cannot take the pod\n";
@@ -413,36 +420,45 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
   NodePolicy node_policy = NodePolicy::kBinpack;
   if (policy == Policy::kSpread) node_policy = NodePolicy::kSpread;
   if (policy == Policy::kFragmentation) node_policy = NodePolicy::kFragmentation;
-  WorkloadModel workload;
+  // The extender's model: it learns every GPU pod it is asked to filter and publishes the model every 16 of
+  // them, with the free core per GPU model its cache sums at that moment (kept here as pods bind).
+  ModelPublisher publisher;
   std::vector<size_t> feasible, best;
-  std::vector<double> costs;
+  std::vector<NodeDecision> decisions;
   std::vector<int64_t> scores;
   Placement placed;
-  std::map<std::string, double, std::less<>> free_core;  // per GPU model, as the extender sums it
+  FreeCoreByProduct free_core;
   for (const SimNode& n : nodes) free_core[n.gpu.product] += 100.0 * n.trace->gpus;
+  const auto cluster_free = [&free_core] { return free_core; };
   for (const TracePod& p : pods) {
     PodRequest req = RequestOf(p);
+    req.node_policy = node_policy;
     if (policy == Policy::kFragmentation) req.card_policy = CardPolicy::kFragmentation;
     const auto start = std::chrono::steady_clock::now();
-    workload.SetClusterFree(free_core);  // the extender does this every 16 pods, from its cache
-    workload.Observe(req);               // the extender learns every pod it is asked to filter
+    const ModelPublisher::Published model = publisher.Observe(req, cluster_free);
+    const WorkloadModel* workload = model.model.get();
     feasible.clear();
-    costs.clear();
+    decisions.clear();
     scores.clear();
     for (size_t i = 0; i < nodes.size(); ++i) {
       SimNode& n = nodes[i];
       if (!HostFits(n, p)) continue;
-      int64_t score = 0;
       // CPU-only pods reach the extender too when its managedResources are left empty: they always fit.
-      if (!Place(n.gpu, req, &workload, placed)) continue;
-      if (mgpu_policy) costs.push_back(PlacementCost(n.gpu, req, placed, node_policy, &workload));
-      if (policy == Policy::kBestFit) score = BestFitScore(n, p, req);
-      if (policy == Policy::kPacking) score = PackingScore(n, req);
+      if (mgpu_policy) {
+        NodeDecision decision = Decide(n.gpu, req, workload, /*with_reason=*/false, placed);
+        if (!decision.fits) continue;
+        decisions.push_back(std::move(decision));
+      } else {
+        if (!Place(n.gpu, req, workload, placed)) continue;
+        int64_t score = 0;
+        if (policy == Policy::kBestFit) score = BestFitScore(n, p, req);
+        if (policy == Policy::kPacking) score = PackingScore(n, req);
+        scores.push_back(score);
+      }
       feasible.push_back(i);
-      scores.push_back(score);
     }
     if (mgpu_policy) {
-      const std::vector<int> extender = ExtenderScores(costs);
+      const std::vector<int> extender = Scores(decisions);
       scores.assign(extender.begin(), extender.end());
     }
     best.clear();
@@ -464,12 +480,23 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
       pick = random_tie ? best[std::uniform_int_distribution<size_t>(0, best.size() - 1)(rng)] : best[0];
     if (pick != SIZE_MAX) {
       SimNode& n = nodes[pick];
-      Result<Assignment> cards = Assignment{};
-      if (req.AsksForGpu()) {
-        cards = policy == Policy::kRandom ? RandomCard(n.gpu, req, rng) : ChooseCards(n.gpu, req, &workload);
-        free_core[n.gpu.product] -= 100.0 * GpusOf(p);
+      if (mgpu_policy) {
+        if (req.AsksForGpu()) {
+          if (Result<Assignment> cards = Assign(n.gpu, req, workload); !cards.ok()) {
+            std::cerr << "internal error: chosen node cannot take the pod: " << cards.message() << "\n";
+            std::exit(1);
+          }
+          free_core[n.gpu.product] -= 100.0 * GpusOf(p);
+        }
+        BindHost(n, p);
+      } else {
+        Result<Assignment> cards = Assignment{};
+        if (req.AsksForGpu()) {
+          cards = policy == Policy::kRandom ? RandomCard(n.gpu, req, rng) : ChooseCards(n.gpu, req, workload);
+          free_core[n.gpu.product] -= 100.0 * GpusOf(p);
+        }
+        Bind(n, p, req, cards);
       }
-      Bind(n, p, req, cards);
     }
     decision_us.push_back(
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());

@@ -258,11 +258,13 @@ Assignment AssignmentOf(const NodeState& node, const PodRequest& pod, const Plac
   return out;
 }
 
+std::string WhyNotPlaced(const NodeState& node, const PodRequest& pod, const Placement& failed) {
+  return WhyNot(node, failed.usage, pod, pod.containers[failed.failed_container], failed.feasible);
+}
+
 Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod, const WorkloadModel* workload) {
   Placement placed;
-  if (!Place(node, pod, workload, placed)) {
-    return Error{WhyNot(node, placed.usage, pod, pod.containers[placed.failed_container], placed.feasible)};
-  }
+  if (!Place(node, pod, workload, placed)) return Error{WhyNotPlaced(node, pod, placed)};
   return AssignmentOf(node, pod, placed);
 }
 

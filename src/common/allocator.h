@@ -44,8 +44,11 @@ bool Place(const NodeState& node, const PodRequest& pod, const WorkloadModel* wo
 // The cards a successful Place() chose, as an Assignment.
 Assignment AssignmentOf(const NodeState& node, const PodRequest& pod, const Placement& placed);
 
-// Place() as an Assignment, or a sentence a person can act on ("no card can take ...: best card ... has
-// ...").
+// Why a failed Place() found too few cards, as a sentence a person can act on ("no card can take ...: best
+// card ... has ..."), worded from `failed` itself: the node is not placed again.
+std::string WhyNotPlaced(const NodeState& node, const PodRequest& pod, const Placement& failed);
+
+// Place() as an Assignment, or WhyNotPlaced.
 Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod,
                                const WorkloadModel* workload = nullptr);
 

@@ -5,12 +5,6 @@
 namespace mgpu::extender {
 namespace {
 
-Decision DecideOne(const NodeView& node, const PodRequest& pod, const WorkloadModel* model,
-                   Placement& placed) {
-  if (!Place(node.state, pod, model, placed)) return Decision{};
-  return Decision{true, PlacementCost(node.state, pod, placed, pod.node_policy, model)};
-}
-
 bool UsesModel(const PodRequest& pod) {
   return pod.card_policy == CardPolicy::kFragmentation || pod.node_policy == NodePolicy::kFragmentation;
 }
@@ -32,6 +26,8 @@ std::string ShapeKey(const PodRequest& pod) {
   add(pod.host_memory_mib);
   for (const ContainerRequest& c : pod.containers) {
     key += '|';
+    key += c.name;  // the reason a node does not fit names the container
+    key += ',';
     add(c.core);
     add(c.reclaimed_core);
     add(c.memory_mib);
@@ -40,15 +36,16 @@ std::string ShapeKey(const PodRequest& pod) {
   return key;
 }
 
-std::vector<Decision> DecisionMemo::Decide(const ClusterView& view, const std::vector<const NodeView*>& nodes,
-                                           const PodRequest& pod, const WorkloadModel* model,
-                                           uint64_t model_version) {
-  std::vector<Decision> out(nodes.size());
+std::vector<NodeDecision> DecisionMemo::Decide(const ClusterView& view,
+                                               const std::vector<const NodeView*>& nodes,
+                                               const PodRequest& pod, const WorkloadModel* model,
+                                               uint64_t model_version, bool with_reasons) {
+  std::vector<NodeDecision> out(nodes.size());
   Placement placed;
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) {
     for (size_t i = 0; i < nodes.size(); ++i)
-      if (nodes[i]) out[i] = DecideOne(*nodes[i], pod, model, placed);
+      if (nodes[i]) out[i] = mgpu::Decide(nodes[i]->state, pod, model, with_reasons, placed);
     return out;
   }
   std::string shape = ShapeKey(pod);
@@ -67,8 +64,10 @@ std::vector<Decision> DecisionMemo::Decide(const ClusterView& view, const std::v
     const NodeView* node = nodes[i];
     if (!node) continue;
     Remembered& r = memo[node->slot];
-    if (r.generation != node->generation)
-      r = Remembered{node->generation, DecideOne(*node, pod, model, placed)};
+    // A decision made without its reason (by prioritize) is made again when the reason is wanted.
+    const bool lacks_reason = with_reasons && !r.decision.fits && r.decision.reason.empty();
+    if (r.generation != node->generation || lacks_reason)
+      r = Remembered{node->generation, mgpu::Decide(node->state, pod, model, with_reasons, placed)};
     out[i] = r.decision;
   }
   return out;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/allocator.h"
+
 #include "extender/test_objects.h"
 
 namespace mgpu::extender {
@@ -29,8 +31,9 @@ class DecisionMemoTest : public ::testing::Test {
     full_.state.cards[0].usage.core = 100;
   }
 
-  Decision DecideOn(const NodeView& node, const PodRequest& pod, uint64_t model_version = 1) {
-    return memo_.Decide(*view_, {&node}, pod, nullptr, model_version).at(0);
+  NodeDecision DecideOn(const NodeView& node, const PodRequest& pod, uint64_t model_version = 1,
+                        bool with_reasons = false) {
+    return memo_.Decide(*view_, {&node}, pod, nullptr, model_version, with_reasons).at(0);
   }
 
   ClusterCache cache_{Config()};
@@ -40,7 +43,7 @@ class DecisionMemoTest : public ::testing::Test {
 };
 
 TEST_F(DecisionMemoTest, DecidesFitAndCostAndLeavesAbsentNodesUnfit) {
-  const std::vector<Decision> d = memo_.Decide(*view_, {&free_, nullptr}, Ask(30), nullptr, 1);
+  const std::vector<NodeDecision> d = memo_.Decide(*view_, {&free_, nullptr}, Ask(30), nullptr, 1, false);
   ASSERT_EQ(d.size(), 2u);
   EXPECT_TRUE(d[0].fits);
   EXPECT_FALSE(d[1].fits);
@@ -90,6 +93,28 @@ TEST_F(DecisionMemoTest, TheModelVersionMattersOnlyToPoliciesThatReadTheModel) {
 
   ASSERT_TRUE(DecideOn(free_, Ask(30), 1).fits);
   EXPECT_TRUE(DecideOn(full_, Ask(30), 2).fits);
+}
+
+TEST_F(DecisionMemoTest, ANodeThatDoesNotFitCarriesChooseCardsReasonWhenAskedFor) {
+  const std::string expected = ChooseCards(full_.state, Ask(30)).message();
+  ASSERT_FALSE(expected.empty());
+  EXPECT_EQ(DecideOn(full_, Ask(30), 1, true).reason, expected);
+  EXPECT_EQ(DecideOn(full_, Ask(30), 1, true).reason, expected);  // remembered with it
+}
+
+TEST_F(DecisionMemoTest, ADecisionRememberedWithoutItsReasonIsMadeAgainForIt) {
+  const NodeDecision without = DecideOn(full_, Ask(30), 1, false);
+  ASSERT_FALSE(without.fits);
+  EXPECT_TRUE(without.reason.empty());
+  EXPECT_EQ(DecideOn(full_, Ask(30), 1, true).reason, ChooseCards(full_.state, Ask(30)).message());
+}
+
+TEST_F(DecisionMemoTest, PodsWhoseContainersAreNamedApartDoNotShareReasons) {
+  PodRequest other = Ask(30);
+  other.containers[0].name = "other";
+  EXPECT_NE(ShapeKey(other), ShapeKey(Ask(30)));
+  ASSERT_NE(DecideOn(full_, Ask(30), 1, true).reason.find("container c"), std::string::npos);
+  EXPECT_NE(DecideOn(full_, other, 1, true).reason.find("container other"), std::string::npos);
 }
 
 // Eight shapes are remembered, the least recently used forgotten first.

@@ -80,30 +80,6 @@ Extender::FactsRef Extender::FactsOf(const nlohmann::json& pod) {
   return facts;
 }
 
-Extender::ModelRef Extender::ObserveOnce(const PodRequest& pod, const ClusterView& view) {
-  std::lock_guard lock(model_mu_);
-  if (!pod.uid.empty()) {
-    if (!observed_.insert(pod.uid).second) return model_;
-    observed_order_.push_back(pod.uid);
-    if (observed_order_.size() > kObservedUids) {
-      observed_.erase(observed_order_.front());
-      observed_order_.pop_front();
-    }
-  }
-  learning_.Observe(pod);
-  if (++unpublished_ >= kPublishEvery || model_.model->Empty()) {
-    learning_.SetClusterFree(view.FreeCoreByProduct());
-    model_ = ModelRef{std::make_shared<const WorkloadModel>(learning_), model_.version + 1};
-    unpublished_ = 0;
-  }
-  return model_;
-}
-
-Extender::ModelRef Extender::Model() {
-  std::lock_guard lock(model_mu_);
-  return model_;
-}
-
 std::vector<const NodeView*> Extender::UsableNodes(const ClusterView& view,
                                                    const std::vector<std::string>& names) {
   std::vector<const NodeView*> nodes(names.size());
@@ -130,9 +106,10 @@ FilterResult Extender::Filter(const ExtenderArgs& args) {
     return result;
   }
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
-  const ModelRef model = ObserveOnce(*pod, *view);
+  const ModelPublisher::Published model = model_.Observe(*pod, [&view] { return view->FreeCoreByProduct(); });
   const std::vector<const NodeView*> nodes = UsableNodes(*view, args.node_names);
-  const std::vector<Decision> decisions = memo_.Decide(*view, nodes, *pod, model.model.get(), model.version);
+  const std::vector<NodeDecision> decisions =
+      memo_.Decide(*view, nodes, *pod, model.model.get(), model.version, /*with_reasons=*/true);
   const std::string& inventory = cache_.config().Names().gpu_inventory;
   uint64_t no_inventory = 0, bad_inventory = 0, insufficient = 0;
   result.passed.reserve(args.node_names.size());
@@ -141,7 +118,7 @@ FilterResult Extender::Filter(const ExtenderArgs& args) {
     if (decisions[i].fits) {
       result.passed.push_back(i);
     } else if (nodes[i]) {
-      result.failed[name] = ChooseCards(nodes[i]->state, *pod, model.model.get()).message();
+      result.failed[name] = decisions[i].reason;
       ++insufficient;
     } else if (const NodeView* bad = view->Find(name)) {
       result.failed[name] = bad->problem;
@@ -165,24 +142,16 @@ std::vector<HostScore> Extender::Prioritize(const ExtenderArgs& args) {
   const FactsRef facts = FactsOf(args.pod);
   const Result<PodRequest>& pod = facts->request;
   if (!pod.ok() || !pod->AsksForGpu()) return scores;
-  const ModelRef model = Model();
+  const ModelPublisher::Published model = model_.Current();
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
   const std::vector<const NodeView*> nodes = UsableNodes(*view, args.node_names);
-  const std::vector<Decision> decisions = memo_.Decide(*view, nodes, *pod, model.model.get(), model.version);
-  std::vector<double> costs;
-  std::vector<size_t> fitting;
-  costs.reserve(args.node_names.size());
-  fitting.reserve(args.node_names.size());
+  const std::vector<NodeDecision> decisions =
+      memo_.Decide(*view, nodes, *pod, model.model.get(), model.version, /*with_reasons=*/false);
+  const std::vector<int> node_scores = Scores(decisions);
+  std::string conflict;
   for (size_t i = 0; i < decisions.size(); ++i) {
     if (!decisions[i].fits) continue;
-    costs.push_back(decisions[i].cost);
-    fitting.push_back(i);
-  }
-  const std::vector<int> node_scores = ExtenderScores(costs);
-  std::string conflict;
-  for (size_t k = 0; k < fitting.size(); ++k) {
-    const size_t i = fitting[k];
-    scores[i].score = node_scores[k];
+    scores[i].score = node_scores[i];
     // A bind here would have to wait for a pod the device plugin could confuse with this one: rank it last.
     if (!nodes[i]->waiting.empty() &&
         ChooseUnambiguous(*nodes[i], *pod, facts->uid, model.model.get(), conflict).ok() && !conflict.empty())
@@ -215,7 +184,7 @@ std::string Extender::Bind(const BindArgs& args) {
 std::string Extender::BindWithCards(const BindArgs& args, FactsRef pod) {
   const std::string key = pod->key;  // a copy: a conflict replaces `pod`
   const ExtenderConfig& ec = cache_.config().extender;
-  const ModelRef model = Model();
+  const ModelPublisher::Published model = model_.Current();
   const int64_t assume_ns = NowNs();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ec.bind_wait_ms);
   bool waited = false;
@@ -279,7 +248,7 @@ std::map<std::string, MetaVictims> Extender::Preempt(const PreemptArgs& args) {
   const Result<PodRequest>& pod = facts->request;
   if (!pod.ok()) return {};
   if (!pod->AsksForGpu()) return args.victims;
-  const ModelRef model = Model();
+  const ModelPublisher::Published model = model_.Current();
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
   std::map<std::string, MetaVictims> out;
   Placement placement;

@@ -14,17 +14,17 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "common/fragmentation.h"
 #include "common/kube/client.h"
 #include "common/kube/event_queue.h"
+#include "common/kube/workload.h"
+#include "common/scheduler.h"
 #include "extender/cache.h"
 #include "extender/decisions.h"
 #include "extender/metrics.h"
 #include "extender/wire.h"
-#include "common/kube/workload.h"
 
 namespace mgpu::extender {
 
@@ -57,14 +57,6 @@ class Extender {
   FactsRef Remembered(const std::string& uid);
   void Remember(FactsRef facts);
   std::string BindWithCards(const BindArgs& args, FactsRef pod);
-  struct ModelRef {
-    std::shared_ptr<const WorkloadModel> model;
-    uint64_t version = 0;
-  };
-  // Learns `pod`'s shapes, once per pod uid (the scheduler retries pods); returns the published model. A
-  // model is published with the free core per GPU model of `view`.
-  ModelRef ObserveOnce(const PodRequest& pod, const ClusterView& view);
-  ModelRef Model();
   // The nodes of `names` in `view` that can take pods (null for the others).
   static std::vector<const NodeView*> UsableNodes(const ClusterView& view,
                                                   const std::vector<std::string>& names);
@@ -74,15 +66,7 @@ class Extender {
   kube::WorkloadResolver* workloads_;
   Metrics& metrics_;
   std::function<bool()> is_leader_;
-  static constexpr size_t kObservedUids = 8192;
-  // The model in use changes every this many new pods (it moves slowly), so decisions stay memoisable.
-  static constexpr int kPublishEvery = 16;
-  std::mutex model_mu_;
-  WorkloadModel learning_;
-  int unpublished_ = 0;
-  ModelRef model_{std::make_shared<const WorkloadModel>(), 0};
-  std::unordered_set<std::string> observed_;  // the uids model_ learned, the latest kObservedUids
-  std::deque<std::string> observed_order_;
+  ModelPublisher model_;  // learned in filter, read by every verb
   DecisionMemo memo_;
   kube::EventQueue* events_;
   static constexpr size_t kRememberedPods = 8192;

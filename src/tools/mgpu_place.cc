@@ -1,5 +1,6 @@
-// mgpu-place: runs the shared allocator over sample nodes and pod manifests, the way the extender's filter,
-// prioritize and bind would, and prints where every pod lands. No cluster needed.
+// mgpu-place: runs the extender's placement core (common/scheduler.h) over sample nodes and pod manifests,
+// the way the extender's filter, prioritize and bind would (the workload model learned and published as the
+// extender does), and prints where every pod lands. No cluster needed.
 //   mgpu-place --nodes deploy/examples/nodes.yaml --pods deploy/examples/online-offline.yaml [--config F]
 #include <cstdio>
 #include <iostream>
@@ -10,6 +11,7 @@
 #include "common/config.h"
 #include "common/file.h"
 #include "common/manifest.h"
+#include "common/scheduler.h"
 
 namespace mgpu {
 namespace {
@@ -74,6 +76,9 @@ int Run(int argc, char** argv) {
   if (!pods.ok()) return std::cerr << pods_file << ": " << pods.message() << "\n", 1;
 
   int placed = 0, failed = 0;
+  ModelPublisher publisher;
+  Placement scratch;
+  std::vector<NodeDecision> decisions;
   for (const ManifestPod& m : *pods) {
     auto req = ParsePodRequest(m.pod, *config, m.workload);
     const std::string key =
@@ -84,31 +89,33 @@ int Run(int argc, char** argv) {
       continue;
     }
     if (!req->AsksForGpu()) continue;
-    // Filter and cost every node, then bind to the cheapest (ties: the first node listed).
-    NodeState* best = nullptr;
-    Assignment best_assignment;
-    double best_cost = 0;
+    // Filter: learn the pod and decide every node; prioritize: the extender's scores; bind: the best node
+    // (ties: the first listed) gets the cards the model chooses.
+    const ModelPublisher::Published model =
+        publisher.Observe(*req, [&nodes] { return ClusterFreeCore(*nodes); });
+    decisions.clear();
+    for (const NodeState& node : *nodes)
+      decisions.push_back(Decide(node, *req, model.model.get(), /*with_reason=*/true, scratch));
+    const std::vector<int> scores = Scores(decisions);
+    size_t best = nodes->size();
     std::string reasons;
-    Placement placement;
-    for (NodeState& node : *nodes) {
-      if (!Place(node, *req, nullptr, placement)) {
-        reasons += "\n          " + node.name + ": " + ChooseCards(node, *req).message();
-        continue;
-      }
-      const double cost = PlacementCost(node, *req, placement, req->node_policy);
-      if (!best || cost < best_cost) {
-        best = &node, best_cost = cost, best_assignment = AssignmentOf(node, *req, placement);
+    for (size_t i = 0; i < decisions.size(); ++i) {
+      if (!decisions[i].fits) {
+        reasons += "\n          " + (*nodes)[i].name + ": " + decisions[i].reason;
+      } else if (best == nodes->size() || scores[i] > scores[best]) {
+        best = i;
       }
     }
-    if (!best) {
+    if (best == nodes->size()) {
       std::cout << "PENDING   " << key << " fits no node:" << reasons << "\n";
       ++failed;
       continue;
     }
-    Status s = Apply(*best, *req, best_assignment);
-    if (!s.ok()) return std::cerr << s.message() << "\n", 1;
+    NodeState& node = (*nodes)[best];
+    const Result<Assignment> assignment = Assign(node, *req, model.model.get());
+    if (!assignment.ok()) return std::cerr << assignment.message() << "\n", 1;
     std::cout << "PLACED    " << key << " (" << Name(req->qos) << ", " << Name(req->compute_policy) << ") on "
-              << best->name << ": " << Shares(*best, best_assignment) << "\n";
+              << node.name << ": " << Shares(node, *assignment) << "\n";
     ++placed;
   }
   std::cout << "\nnode       card  model                   health     core  reclaimed  memory MiB\n";

@@ -1,0 +1,76 @@
+#include "common/scheduler.h"
+
+namespace mgpu {
+
+FreeCoreByProduct ClusterFreeCore(const std::vector<NodeState>& nodes) {
+  FreeCoreByProduct out;
+  std::vector<int> core;
+  for (const NodeState& node : nodes) {
+    FreeCore(node, nullptr, core);
+    double& free = out[node.product];
+    for (int c : core) free += c;
+  }
+  return out;
+}
+
+ModelPublisher::ModelPublisher() : published_{std::make_shared<const WorkloadModel>(), 0} {}
+
+ModelPublisher::Published ModelPublisher::Observe(const PodRequest& pod,
+                                                  const std::function<FreeCoreByProduct()>& cluster_free) {
+  std::lock_guard lock(mu_);
+  if (!pod.AsksForGpu()) return published_;
+  if (!pod.uid.empty()) {
+    if (!learned_.insert(pod.uid).second) return published_;
+    learned_order_.push_back(pod.uid);
+    if (learned_order_.size() > kRememberedUids) {
+      learned_.erase(learned_order_.front());
+      learned_order_.pop_front();
+    }
+  }
+  learning_.Observe(pod);
+  if (++unpublished_ >= kPublishEvery || published_.model->Empty()) {
+    learning_.SetClusterFree(cluster_free ? cluster_free() : FreeCoreByProduct{});
+    published_ = Published{std::make_shared<const WorkloadModel>(learning_), published_.version + 1};
+    unpublished_ = 0;
+  }
+  return published_;
+}
+
+ModelPublisher::Published ModelPublisher::Current() const {
+  std::lock_guard lock(mu_);
+  return published_;
+}
+
+NodeDecision Decide(const NodeState& node, const PodRequest& pod, const WorkloadModel* model,
+                    bool with_reason, Placement& scratch) {
+  NodeDecision out;
+  if (!Place(node, pod, model, scratch)) {
+    if (with_reason) out.reason = WhyNotPlaced(node, pod, scratch);
+    return out;
+  }
+  out.fits = true;
+  out.cost = PlacementCost(node, pod, scratch, pod.node_policy, model);
+  return out;
+}
+
+std::vector<int> Scores(const std::vector<NodeDecision>& decisions) {
+  std::vector<double> costs;
+  costs.reserve(decisions.size());
+  for (const NodeDecision& d : decisions)
+    if (d.fits) costs.push_back(d.cost);
+  const std::vector<int> ranked = ExtenderScores(costs);
+  std::vector<int> out(decisions.size(), 0);
+  size_t k = 0;
+  for (size_t i = 0; i < decisions.size(); ++i)
+    if (decisions[i].fits) out[i] = ranked[k++];
+  return out;
+}
+
+Result<Assignment> Assign(NodeState& node, const PodRequest& pod, const WorkloadModel* model) {
+  Result<Assignment> chosen = ChooseCards(node, pod, model);
+  if (!chosen.ok()) return chosen;
+  if (Status applied = Apply(node, pod, *chosen); !applied.ok()) return Error{applied.message()};
+  return chosen;
+}
+
+}  // namespace mgpu

@@ -1,0 +1,86 @@
+// The placement core every mgpu scheduler runs: the extender's verbs, the trace replay (bench/) and
+// mgpu-place, so the benchmark measures the product's own loop. One pod's cycle: learn it into the workload
+// model (ModelPublisher, which publishes the model the decisions read on the extender's cadence), decide
+// every candidate node in one Place() pass (fit, cost, and why not: Decide), rank the fitting nodes as the
+// extender answers kube-scheduler (Scores), then choose cards and apply them on the chosen node (Assign).
+// Plain structs in and out; no I/O, no clocks; the only lock is ModelPublisher's, because the extender's
+// request threads share one model.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "common/allocator.h"
+#include "common/fragmentation.h"
+#include "common/model.h"
+#include "common/result.h"
+
+namespace mgpu {
+
+// Free core per D/gpu.product value, as WorkloadModel::SetClusterFree takes it.
+using FreeCoreByProduct = std::map<std::string, double, std::less<>>;
+
+// The free core (FreeCore, summed) of `nodes` per product.
+FreeCoreByProduct ClusterFreeCore(const std::vector<NodeState>& nodes);
+
+// The workload model as decisions read it. Every GPU pod a scheduler is asked about is learned, once per pod
+// uid (the scheduler retries pods; a pod without a uid is learned every time). Decisions read a published
+// copy, replaced after every kPublishEvery learned pods (and while the published one is empty) and given the
+// cluster's free core at that moment: the workload moves slowly, and a model that stays put for a while
+// lets decisions be memoised under its version. Thread-safe.
+class ModelPublisher {
+ public:
+  static constexpr int kPublishEvery = 16;
+  static constexpr size_t kRememberedUids = 8192;  // the uids learned, the latest this many
+
+  struct Published {
+    std::shared_ptr<const WorkloadModel> model;
+    uint64_t version = 0;  // names the content: every publication has a new one
+  };
+
+  ModelPublisher();
+
+  // Learns `pod` (pods asking for no GPU are not the workload) and returns the model to decide it with.
+  // `cluster_free` is called, under the publisher's lock, only when a model is published.
+  Published Observe(const PodRequest& pod, const std::function<FreeCoreByProduct()>& cluster_free);
+  // The model published last.
+  Published Current() const;
+
+ private:
+  mutable std::mutex mu_;
+  WorkloadModel learning_;
+  int unpublished_ = 0;
+  Published published_;
+  std::unordered_set<std::string> learned_;
+  std::deque<std::string> learned_order_;
+};
+
+// One node's answer for a pod.
+struct NodeDecision {
+  bool fits = false;
+  double cost = 0;     // PlacementCost under the pod's node policy, when it fits
+  std::string reason;  // when it does not fit and the reason was asked for: what ChooseCards would say
+};
+
+// Whether `pod` fits `node` under `model`, what placing it there costs and, with `with_reason`, why it does
+// not fit: all from one Place() pass. `scratch` is working memory (see Placement).
+NodeDecision Decide(const NodeState& node, const PodRequest& pod, const WorkloadModel* model,
+                    bool with_reason, Placement& scratch);
+
+// The extender's score (ExtenderScores over the costs of the fitting nodes) of each decision, in order; a
+// node that does not fit scores 0.
+std::vector<int> Scores(const std::vector<NodeDecision>& decisions);
+
+// Chooses cards for `pod` on `node` (ChooseCards under `model`) and applies them: a simulated bind. On error
+// `node` is unchanged.
+Result<Assignment> Assign(NodeState& node, const PodRequest& pod, const WorkloadModel* model);
+
+}  // namespace mgpu

@@ -1,0 +1,168 @@
+#include "common/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include "common/test_util.h"
+
+namespace mgpu {
+namespace {
+
+using test::CostOf;
+using test::Node;
+
+PodRequest Ask(const std::string& uid, int core, int cards = 1) {
+  PodRequest pod;
+  pod.namespace_name = "ns";
+  pod.name = "p-" + uid;
+  pod.uid = uid;
+  pod.containers.push_back(ContainerRequest{"main", false, core * cards, 0, 1024, cards});
+  return pod;
+}
+
+// Counts the publications: the cluster's free core is read only when a model is published.
+struct FreeCounter {
+  int calls = 0;
+  std::function<FreeCoreByProduct()> Fn() {
+    return [this] {
+      ++calls;
+      return FreeCoreByProduct{{"NVIDIA-A10", 100}};
+    };
+  }
+};
+
+TEST(ModelPublisher, PublishesTheFirstPodAtOnce) {
+  ModelPublisher publisher;
+  EXPECT_EQ(publisher.Current().version, 0u);
+  EXPECT_TRUE(publisher.Current().model->Empty());
+  FreeCounter free;
+  const ModelPublisher::Published first = publisher.Observe(Ask("a", 30), free.Fn());
+  EXPECT_EQ(first.version, 1u);
+  EXPECT_FALSE(first.model->Empty());
+  EXPECT_EQ(free.calls, 1);
+  EXPECT_EQ(publisher.Current().version, 1u);
+}
+
+TEST(ModelPublisher, PublishesEverySixteenLearnedPodsAndNotBefore) {
+  ModelPublisher publisher;
+  FreeCounter free;
+  ASSERT_EQ(publisher.Observe(Ask("first", 30), free.Fn()).version, 1u);
+  for (int i = 1; i < ModelPublisher::kPublishEvery; ++i)
+    EXPECT_EQ(publisher.Observe(Ask("pod" + std::to_string(i), 30), free.Fn()).version, 1u) << i;
+  EXPECT_EQ(free.calls, 1);
+  EXPECT_EQ(publisher.Observe(Ask("sixteenth", 30), free.Fn()).version, 2u);
+  EXPECT_EQ(free.calls, 2);
+}
+
+TEST(ModelPublisher, DecisionsReadThePublishedModelWhileLearningGoesOn) {
+  ModelPublisher publisher;
+  FreeCounter free;
+  const ModelPublisher::Published first = publisher.Observe(Ask("first", 30), free.Fn());
+  for (int i = 1; i < ModelPublisher::kPublishEvery; ++i)
+    EXPECT_EQ(publisher.Observe(Ask("big" + std::to_string(i), 90), free.Fn()).model, first.model);
+  EXPECT_NE(publisher.Observe(Ask("last", 90), free.Fn()).model, first.model);
+}
+
+TEST(ModelPublisher, LearnsThePodOfOneUidOnce) {
+  ModelPublisher publisher;
+  FreeCounter free;
+  ASSERT_EQ(publisher.Observe(Ask("a", 30), free.Fn()).version, 1u);
+  // The scheduler retries a pod: its filters are not new pods.
+  for (int i = 0; i < 2 * ModelPublisher::kPublishEvery; ++i)
+    EXPECT_EQ(publisher.Observe(Ask("a", 30), free.Fn()).version, 1u);
+  EXPECT_EQ(free.calls, 1);
+}
+
+TEST(ModelPublisher, LearnsAPodWithoutUidEveryTime) {
+  ModelPublisher publisher;
+  FreeCounter free;
+  for (int i = 0; i <= ModelPublisher::kPublishEvery; ++i) publisher.Observe(Ask("", 30), free.Fn());
+  EXPECT_EQ(publisher.Current().version, 2u);
+}
+
+TEST(ModelPublisher, PodsAskingForNoGpuAreNotTheWorkload) {
+  ModelPublisher publisher;
+  FreeCounter free;
+  PodRequest cpu_only;
+  cpu_only.uid = "cpu";
+  cpu_only.cpu_milli = 4000;
+  EXPECT_EQ(publisher.Observe(cpu_only, free.Fn()).version, 0u);
+  EXPECT_EQ(free.calls, 0);
+}
+
+// Offline pods teach the model nothing, so it stays empty and each of them publishes again, until an online
+// pod is learned (the model a fragmentation decision reads is never empty for longer than needed).
+TEST(ModelPublisher, PublishesWhileThePublishedModelIsEmpty) {
+  ModelPublisher publisher;
+  FreeCounter free;
+  PodRequest offline = Ask("off1", 0);
+  offline.qos = Qos::kOffline;
+  offline.containers[0].reclaimed_core = 30;
+  EXPECT_EQ(publisher.Observe(offline, free.Fn()).version, 1u);
+  offline.uid = "off2";
+  EXPECT_EQ(publisher.Observe(offline, free.Fn()).version, 2u);
+  EXPECT_EQ(publisher.Observe(Ask("on", 30), free.Fn()).version, 3u);
+  EXPECT_EQ(publisher.Observe(Ask("on2", 30), free.Fn()).version, 3u);
+}
+
+TEST(Decide, AFittingNodeCarriesItsPlacementCost) {
+  const NodeState node = Node("n", 2, 24576);
+  PodRequest pod = Ask("a", 30);
+  pod.node_policy = NodePolicy::kSpread;
+  Placement scratch;
+  const NodeDecision d = Decide(node, pod, nullptr, true, scratch);
+  EXPECT_TRUE(d.fits);
+  EXPECT_EQ(d.cost, CostOf(node, pod, NodePolicy::kSpread));
+  EXPECT_TRUE(d.reason.empty());
+}
+
+TEST(Decide, ANodeThatDoesNotFitGivesTheReasonChooseCardsGives) {
+  NodeState node = Node("n", 2, 24576);
+  ASSERT_TRUE(Assign(node, Ask("a", 80), nullptr).ok());
+  ASSERT_TRUE(Assign(node, Ask("b", 80), nullptr).ok());
+  Placement scratch;
+  for (const PodRequest& pod : {Ask("c", 30), Ask("d", 50, 2), Ask("e", 100)}) {
+    const NodeDecision d = Decide(node, pod, nullptr, true, scratch);
+    EXPECT_FALSE(d.fits);
+    const Result<Assignment> chosen = ChooseCards(node, pod);
+    ASSERT_FALSE(chosen.ok());
+    EXPECT_EQ(d.reason, chosen.message());
+    EXPECT_TRUE(Decide(node, pod, nullptr, false, scratch).reason.empty());
+  }
+}
+
+TEST(Scores, RanksTheFittingNodesAsTheExtenderDoesAndGivesTheOthersZero) {
+  std::vector<NodeDecision> decisions(4);
+  decisions[0] = {true, -0.5, ""};
+  decisions[1] = {false, 0, "full"};
+  decisions[2] = {true, -0.9, ""};
+  decisions[3] = {true, -0.5, ""};
+  const std::vector<int> scores = Scores(decisions);
+  ASSERT_EQ(scores.size(), 4u);
+  EXPECT_EQ(scores[2], 10);
+  EXPECT_EQ(scores[0], 9);
+  EXPECT_EQ(scores[3], 9);
+  EXPECT_EQ(scores[1], 0);
+}
+
+TEST(Assign, AppliesTheChosenCardsOrLeavesTheNodeUnchanged) {
+  NodeState node = Node("n", 1, 24576);
+  const Result<Assignment> placed = Assign(node, Ask("a", 70), nullptr);
+  ASSERT_TRUE(placed.ok()) << placed.message();
+  EXPECT_EQ(node.cards[0].usage.core, 70);
+  const NodeState before = node;
+  const Result<Assignment> refused = Assign(node, Ask("b", 40), nullptr);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(node.cards[0].usage, before.cards[0].usage);
+}
+
+TEST(ClusterFreeCore, SumsTheFreeCoreOfEveryNodePerProduct) {
+  std::vector<NodeState> nodes = {Node("a", 2, 24576), Node("b", 1, 24576)};
+  ASSERT_TRUE(Assign(nodes[0], Ask("p", 30), nullptr).ok());
+  nodes[1].cards[0].card.healthy = false;
+  const FreeCoreByProduct free = ClusterFreeCore(nodes);
+  ASSERT_EQ(free.size(), 1u);
+  EXPECT_EQ(free.at("NVIDIA-A10"), 170);
+}
+
+}  // namespace
+}  // namespace mgpu
