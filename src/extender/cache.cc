@@ -245,7 +245,7 @@ void ClusterView::Set(const std::string& name, std::shared_ptr<NodeView> view) {
   index_ = std::move(index);
 }
 
-ClusterCache::ClusterCache(Config config, WorkloadLookup workload, Clock now_ns)
+ClusterCache::ClusterCache(Config config, WorkloadLookup workload, UnixNanosNow now_ns)
     : config_(std::move(config)),
       workload_(std::move(workload)),
       now_ns_(now_ns ? std::move(now_ns) : SystemNowNs) {}

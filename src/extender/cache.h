@@ -108,8 +108,8 @@ using WorkloadLookup = std::function<Annotations(const nlohmann::json& pod)>;
 
 class ClusterCache {
  public:
-  using Clock = std::function<int64_t()>;  // unix nanoseconds
-  ClusterCache(Config config, WorkloadLookup workload = {}, Clock now_ns = {});
+  using UnixNanosNow = std::function<int64_t()>;  // the time, unix nanoseconds
+  ClusterCache(Config config, WorkloadLookup workload = {}, UnixNanosNow now_ns = {});
 
   // Informer handlers.
   void UpsertNode(const nlohmann::json& node);
@@ -161,7 +161,7 @@ class ClusterCache {
 
   const Config config_;
   const WorkloadLookup workload_;
-  const Clock now_ns_;
+  const UnixNanosNow now_ns_;
 
   std::mutex mu_;
   std::condition_variable changed_;

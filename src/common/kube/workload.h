@@ -18,9 +18,9 @@ namespace mgpu::kube {
 
 class WorkloadResolver {
  public:
-  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+  using SteadyNow = std::function<std::chrono::steady_clock::time_point()>;
   explicit WorkloadResolver(kube::Client* client, std::chrono::seconds ttl = std::chrono::seconds(60),
-                            Clock now = std::chrono::steady_clock::now)
+                            SteadyNow now = std::chrono::steady_clock::now)
       : client_(client), ttl_(ttl), now_(std::move(now)) {}
   // Empty when the pod has no controller or the lookup fails (logged; not remembered, so it is retried).
   Annotations Resolve(const nlohmann::json& pod);
@@ -33,7 +33,7 @@ class WorkloadResolver {
   };
   kube::Client* client_;
   const std::chrono::seconds ttl_;
-  const Clock now_;
+  const SteadyNow now_;
   std::mutex mu_;
   std::map<std::string, Entry> cache_;  // "namespace/Kind/name" of the pod's controller
 };
