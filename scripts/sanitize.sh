@@ -43,9 +43,10 @@ for kind in "${kinds[@]}"; do
       configure "$tsan_dir" -DMGPU_SANITIZE=thread
       cmake --build "$tsan_dir" -j "$jobs" --target mgpu_extender_integration_test mgpu_e2e_test \
         mgpu_deviceplugin_integration_test mgpu_kube_test mgpu_http_test mgpu-place
-      # Every test of those programs (mgpu-place for its ctest over the examples) (the others are not built here) but PluginTest: its fakes record
-      # in a gRPC server thread what the test reads once the call returns, ordered by gRPC's own
-      # synchronisation, which TSan cannot see in Debian's uninstrumented libgrpc (scripts/tsan.supp).
+      # Every test of those programs (mgpu-place for its ctest over the examples; the others are not built
+      # here) but PluginTest: its fakes record in a gRPC server thread what the test reads once the call
+      # returns, ordered by gRPC's own synchronisation, which TSan cannot see in Debian's uninstrumented libgrpc
+      # (scripts/tsan.supp).
       ctest --test-dir "$tsan_dir" --output-on-failure -j "$jobs" --timeout 900 \
         -E "_NOT_BUILT\$|^PluginTest[.]"
       ;;
