@@ -239,6 +239,30 @@ Result<Config> LoadConfigFile(const std::string& path) {
   return ParseConfig(*text, path);
 }
 
+std::string_view ShortName(Resource resource) {
+  switch (resource) {
+    case Resource::kCore:
+      return "mgpu-core";
+    case Resource::kMemory:
+      return "mgpu-memory";
+    case Resource::kReclaimedCore:
+      return "reclaimed-mgpu-core";
+  }
+  return "unknown";
+}
+
+std::string FullName(Resource resource, const ResourceNames& names) {
+  switch (resource) {
+    case Resource::kCore:
+      return names.core;
+    case Resource::kMemory:
+      return names.memory;
+    case Resource::kReclaimedCore:
+      return names.reclaimed_core;
+  }
+  return {};
+}
+
 Result<HostPort> ParseHostPort(std::string_view address, std::string_view what) {
   const size_t colon = address.rfind(':');
   const auto bad = [&](const char* why) {

@@ -31,6 +31,15 @@ struct ResourceNames {
   explicit ResourceNames(std::string_view domain);
 };
 
+// The three extended resources of DESIGN §2 (the device plugin serves one device list for each).
+enum class Resource { kCore, kMemory, kReclaimedCore };
+inline constexpr Resource kAllResources[] = {Resource::kCore, Resource::kMemory, Resource::kReclaimedCore};
+
+// "mgpu-core", "mgpu-memory", "reclaimed-mgpu-core": the resource name without its domain.
+std::string_view ShortName(Resource resource);
+// The full extended-resource name under the configured domain, e.g. "mgpu.io/mgpu-core".
+std::string FullName(Resource resource, const ResourceNames& names);
+
 inline constexpr std::string_view kQosLevelAnnotation = "katalyst.kubewharf.io/qos_level";
 
 struct IsolationConfig {

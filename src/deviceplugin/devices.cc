@@ -5,30 +5,6 @@
 
 namespace mgpu::dp {
 
-std::string_view ShortName(Resource resource) {
-  switch (resource) {
-    case Resource::kCore:
-      return "mgpu-core";
-    case Resource::kMemory:
-      return "mgpu-memory";
-    case Resource::kReclaimedCore:
-      return "reclaimed-mgpu-core";
-  }
-  return "unknown";
-}
-
-std::string FullName(Resource resource, const ResourceNames& names) {
-  switch (resource) {
-    case Resource::kCore:
-      return names.core;
-    case Resource::kMemory:
-      return names.memory;
-    case Resource::kReclaimedCore:
-      return names.reclaimed_core;
-  }
-  return {};
-}
-
 namespace {
 
 char Letter(Resource resource) {

@@ -17,14 +17,6 @@
 
 namespace mgpu::dp {
 
-enum class Resource { kCore, kMemory, kReclaimedCore };
-inline constexpr Resource kAllResources[] = {Resource::kCore, Resource::kMemory, Resource::kReclaimedCore};
-
-// "mgpu-core", "mgpu-memory", "reclaimed-mgpu-core": the resource name without its domain.
-std::string_view ShortName(Resource resource);
-// The full extended-resource name under the configured domain, e.g. "mgpu.io/mgpu-core".
-std::string FullName(Resource resource, const ResourceNames& names);
-
 std::string DeviceId(std::string_view card_uuid, Resource resource, int64_t ordinal);
 
 struct ParsedDeviceId {

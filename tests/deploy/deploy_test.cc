@@ -320,7 +320,7 @@ TEST_F(Deploy, SchedulerConfigsMatchWhatTheExtenderServesAndThePluginRegisters) 
 
   const ResourceNames names = config.Names();
   std::set<std::string> registered;
-  for (dp::Resource r : dp::kAllResources) registered.insert(dp::FullName(r, names));
+  for (mgpu::Resource r : mgpu::kAllResources) registered.insert(mgpu::FullName(r, names));
   const std::string listen_port =
       config.extender.listen_address.substr(config.extender.listen_address.rfind(':') + 1);
 

@@ -13,15 +13,15 @@
 
 namespace mgpu::kube {
 
-const Resource kNodes{"/api/v1", "nodes", "Node", false};
-const Resource kPods{"/api/v1", "pods", "Pod", true};
-const Resource kEvents{"/api/v1", "events", "Event", true};
-const Resource kLeases{"/apis/coordination.k8s.io/v1", "leases", "Lease", true};
-const Resource kReplicaSets{"/apis/apps/v1", "replicasets", "ReplicaSet", true};
-const Resource kDeployments{"/apis/apps/v1", "deployments", "Deployment", true};
-const Resource kStatefulSets{"/apis/apps/v1", "statefulsets", "StatefulSet", true};
-const Resource kDaemonSets{"/apis/apps/v1", "daemonsets", "DaemonSet", true};
-const Resource kJobs{"/apis/batch/v1", "jobs", "Job", true};
+const ApiResource kNodes{"/api/v1", "nodes", "Node", false};
+const ApiResource kPods{"/api/v1", "pods", "Pod", true};
+const ApiResource kEvents{"/api/v1", "events", "Event", true};
+const ApiResource kLeases{"/apis/coordination.k8s.io/v1", "leases", "Lease", true};
+const ApiResource kReplicaSets{"/apis/apps/v1", "replicasets", "ReplicaSet", true};
+const ApiResource kDeployments{"/apis/apps/v1", "deployments", "Deployment", true};
+const ApiResource kStatefulSets{"/apis/apps/v1", "statefulsets", "StatefulSet", true};
+const ApiResource kDaemonSets{"/apis/apps/v1", "daemonsets", "DaemonSet", true};
+const ApiResource kJobs{"/apis/batch/v1", "jobs", "Job", true};
 
 namespace {
 
@@ -109,7 +109,7 @@ void InitCurlOnce() {
 // State of one running watch, fed by curl's write callback.
 struct WatchStream {
   CURL* easy = nullptr;
-  const Resource* resource = nullptr;
+  const ApiResource* resource = nullptr;
   const std::function<bool(WatchEvent)>* on_event = nullptr;
   std::string buffer;
   std::string error_body;
@@ -170,9 +170,9 @@ std::optional<WatchEvent> ParseWatchLine(std::string_view line) {
   return WatchEvent{type->get<std::string>(), std::move(*object)};
 }
 
-std::optional<Resource> ResourceForKind(std::string_view api_version, std::string_view kind) {
-  for (const Resource* r : {&kNodes, &kPods, &kEvents, &kLeases, &kReplicaSets, &kDeployments, &kStatefulSets,
-                            &kDaemonSets, &kJobs}) {
+std::optional<ApiResource> ResourceForKind(std::string_view api_version, std::string_view kind) {
+  for (const ApiResource* r : {&kNodes, &kPods, &kEvents, &kLeases, &kReplicaSets, &kDeployments,
+                               &kStatefulSets, &kDaemonSets, &kJobs}) {
     std::string_view prefix = r->api_prefix;
     prefix.remove_prefix(
         prefix.starts_with("/apis/") ? 6 : 5);  // "/apis/apps/v1" -> "apps/v1", "/api/v1" -> "v1"
@@ -181,7 +181,7 @@ std::optional<Resource> ResourceForKind(std::string_view api_version, std::strin
   return std::nullopt;
 }
 
-std::string ResourcePath(const Resource& resource, std::string_view ns, std::string_view name,
+std::string ResourcePath(const ApiResource& resource, std::string_view ns, std::string_view name,
                          std::string_view subresource) {
   std::string path = resource.api_prefix;
   if (resource.namespaced && !ns.empty()) path += "/namespaces/" + UrlEncode(ns);
@@ -461,11 +461,11 @@ ApiResult Client::Request(std::string_view method, const std::string& path, cons
   }
 }
 
-ApiResult Client::Get(const Resource& resource, std::string_view ns, std::string_view name) {
+ApiResult Client::Get(const ApiResource& resource, std::string_view ns, std::string_view name) {
   return Request("GET", ResourcePath(resource, ns, name), nullptr, "");
 }
 
-ApiResult Client::List(const Resource& resource, std::string_view ns, const ListOptions& options,
+ApiResult Client::List(const ApiResource& resource, std::string_view ns, const ListOptions& options,
                        const CancelToken* cancel) {
   std::string base = ResourcePath(resource, ns);
   AddSelectors(base, options);
@@ -504,24 +504,24 @@ ApiResult Client::List(const Resource& resource, std::string_view ns, const List
   }
 }
 
-ApiResult Client::Create(const Resource& resource, std::string_view ns, const Json& object) {
+ApiResult Client::Create(const ApiResource& resource, std::string_view ns, const Json& object) {
   std::string body = object.dump();
   return Request("POST", ResourcePath(resource, ns), &body, "application/json");
 }
 
-ApiResult Client::Replace(const Resource& resource, std::string_view ns, std::string_view name,
+ApiResult Client::Replace(const ApiResource& resource, std::string_view ns, std::string_view name,
                           const Json& object) {
   std::string body = object.dump();
   return Request("PUT", ResourcePath(resource, ns, name), &body, "application/json");
 }
 
-ApiResult Client::MergePatch(const Resource& resource, std::string_view ns, std::string_view name,
+ApiResult Client::MergePatch(const ApiResource& resource, std::string_view ns, std::string_view name,
                              const Json& patch) {
   std::string body = patch.dump();
   return Request("PATCH", ResourcePath(resource, ns, name), &body, "application/merge-patch+json");
 }
 
-ApiResult Client::Delete(const Resource& resource, std::string_view ns, std::string_view name) {
+ApiResult Client::Delete(const ApiResource& resource, std::string_view ns, std::string_view name) {
   return Request("DELETE", ResourcePath(resource, ns, name), nullptr, "");
 }
 
@@ -581,14 +581,14 @@ ApiResult Client::GetOwner(std::string_view ns, const Json& owner_reference) {
   std::string api_version = text("apiVersion");
   std::string kind = text("kind");
   std::string name = text("name");
-  std::optional<Resource> resource = ResourceForKind(api_version, kind);
+  std::optional<ApiResource> resource = ResourceForKind(api_version, kind);
   if (!resource || name.empty()) {
     return ApiResult::Failure(0, "Unsupported", "cannot read an owner of kind " + api_version + "/" + kind);
   }
   return Get(*resource, ns, name);
 }
 
-ApiResult Client::Watch(const Resource& resource, std::string_view ns, const WatchOptions& options,
+ApiResult Client::Watch(const ApiResource& resource, std::string_view ns, const WatchOptions& options,
                         const std::function<bool(WatchEvent)>& on_event, CancelToken* cancel) {
   std::string path = ResourcePath(resource, ns);
   AddSelectors(path, options.selectors);

@@ -36,29 +36,29 @@ namespace mgpu::kube {
 using Json = nlohmann::json;
 
 // A kind of object and where it lives in the REST tree.
-struct Resource {
+struct ApiResource {
   std::string api_prefix{};  // "/api/v1" or "/apis/<group>/<version>"
   std::string plural{};      // "pods"
   std::string kind{};        // "Pod"
   bool namespaced = true;
 };
 
-extern const Resource kNodes;
-extern const Resource kPods;
-extern const Resource kEvents;
-extern const Resource kLeases;  // coordination.k8s.io/v1
-extern const Resource kReplicaSets;
-extern const Resource kDeployments;
-extern const Resource kStatefulSets;
-extern const Resource kDaemonSets;
-extern const Resource kJobs;  // batch/v1
+extern const ApiResource kNodes;
+extern const ApiResource kPods;
+extern const ApiResource kEvents;
+extern const ApiResource kLeases;  // coordination.k8s.io/v1
+extern const ApiResource kReplicaSets;
+extern const ApiResource kDeployments;
+extern const ApiResource kStatefulSets;
+extern const ApiResource kDaemonSets;
+extern const ApiResource kJobs;  // batch/v1
 
 // The resource for an owner reference's apiVersion and kind (the workload kinds above), or nullopt.
-std::optional<Resource> ResourceForKind(std::string_view api_version, std::string_view kind);
+std::optional<ApiResource> ResourceForKind(std::string_view api_version, std::string_view kind);
 
 // "/api/v1/namespaces/<ns>/pods/<name>/<subresource>"; an empty namespace of a namespaced resource lists
 // across all namespaces.
-std::string ResourcePath(const Resource& resource, std::string_view ns, std::string_view name = "",
+std::string ResourcePath(const ApiResource& resource, std::string_view ns, std::string_view name = "",
                          std::string_view subresource = "");
 
 using ::mgpu::FindPath;  // common/json_path.h
@@ -67,7 +67,6 @@ using ::mgpu::StringAt;
 
 // The current UTC time as the API server writes timestamps ("2026-11-23T06:53:35Z").
 std::string NowRfc3339();
-
 
 // The outcome of one API call.
 class [[nodiscard]] ApiResult {
@@ -166,19 +165,20 @@ class Client {
   const ClusterConfig& config() const { return config_; }
 
   // Generic verbs. `ns` is ignored for cluster-scoped resources.
-  ApiResult Get(const Resource& resource, std::string_view ns, std::string_view name);
-  ApiResult List(const Resource& resource, std::string_view ns, const ListOptions& options = {},
+  ApiResult Get(const ApiResource& resource, std::string_view ns, std::string_view name);
+  ApiResult List(const ApiResource& resource, std::string_view ns, const ListOptions& options = {},
                  const CancelToken* cancel = nullptr);
-  ApiResult Create(const Resource& resource, std::string_view ns, const Json& object);
+  ApiResult Create(const ApiResource& resource, std::string_view ns, const Json& object);
   // PUT; a metadata.resourceVersion in `object` makes it conditional (409 Conflict when stale).
-  ApiResult Replace(const Resource& resource, std::string_view ns, std::string_view name, const Json& object);
-  ApiResult MergePatch(const Resource& resource, std::string_view ns, std::string_view name,
+  ApiResult Replace(const ApiResource& resource, std::string_view ns, std::string_view name,
+                    const Json& object);
+  ApiResult MergePatch(const ApiResource& resource, std::string_view ns, std::string_view name,
                        const Json& patch);
-  ApiResult Delete(const Resource& resource, std::string_view ns, std::string_view name);
+  ApiResult Delete(const ApiResource& resource, std::string_view ns, std::string_view name);
   // Streams events to `on_event` (return false to stop). Ok when the stream ended cleanly, was stopped or was
   // cancelled; an error when the server refused the watch or the stream broke. Malformed lines are logged and
   // skipped.
-  ApiResult Watch(const Resource& resource, std::string_view ns, const WatchOptions& options,
+  ApiResult Watch(const ApiResource& resource, std::string_view ns, const WatchOptions& options,
                   const std::function<bool(WatchEvent)>& on_event, CancelToken* cancel = nullptr);
 
   // Typed calls the daemons need.

@@ -17,8 +17,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -32,7 +32,7 @@
 namespace mgpu::kube {
 
 struct InformerOptions {
-  Resource resource{};
+  ApiResource resource{};
   std::string ns{};  // empty: all namespaces (or a cluster-scoped resource)
   ListOptions selectors{};
   std::chrono::milliseconds initial_backoff{500};

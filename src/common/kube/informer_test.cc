@@ -112,7 +112,8 @@ class InformerTest : public ::testing::Test {
     fake_->Stop();
   }
 
-  void StartInformer(const ListOptions& selectors = {}, Resource resource = kPods, size_t max_objects = 0) {
+  void StartInformer(const ListOptions& selectors = {}, ApiResource resource = kPods,
+                     size_t max_objects = 0) {
     InformerOptions options{.resource = resource,
                             .selectors = selectors,
                             .initial_backoff = std::chrono::milliseconds(10),
