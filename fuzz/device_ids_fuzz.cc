@@ -13,7 +13,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace mgpu::dp;
   if (size == 0) return 0;
-  const Resource resource = kAllResources[data[0] % 3];
+  const mgpu::Resource resource = mgpu::kAllResources[data[0] % 3];
   const int64_t wanted = data[0] / 3;
   std::vector<std::string> ids;
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
