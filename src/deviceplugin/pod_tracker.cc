@@ -127,7 +127,9 @@ Pending PodTracker::FindLocked(const std::vector<NodePod>& pods, Resource resour
   const AllocatedPods truth = pod_resources_.Latest(&answered);
   HandedOutCards unsettled;
   for (auto it = handed_out_.begin(); it != handed_out_.end();) {
-    if (answered > it->second.requests_before) {  // the kubelet's answer shows who really holds it
+    // The first request started after the hand-out may race the kubelet's recording of it; the one after
+    // that starts a poll later, and its answer shows who really holds the cards.
+    if (answered > it->second.requests_before + 1) {
       it = handed_out_.erase(it);
     } else {
       unsettled.emplace(it->first, it->second.cards);

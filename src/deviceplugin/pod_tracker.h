@@ -9,8 +9,10 @@
 //    for, only when that differs from what the pod carries, and records a GPUAllocated Event per container.
 //  - Refusals become Warning Events on the pod, or on the node when the pod is unknown, queued: nothing
 //    under the kubelet's calls waits for the API server but the bounded re-list of Candidates().
-//  - A hand-out counts until a PodResources answer requested after it shows the truth (the kubelet may
-//    have admitted another member of the look-alike pool than the one the preference was matched to).
+//  - A hand-out counts until a PodResources answer shows the truth (the kubelet may have admitted another
+//    member of the look-alike pool than the one the preference was matched to): an answer to a request
+//    started a whole poll after it. The kubelet records an allocation only once the plugin's reply has
+//    reached it, so a request started right after the hand-out may still not show it.
 //  - Thread-safe. Stop() interrupts waits and re-lists at once and stops the informer.
 #pragma once
 
