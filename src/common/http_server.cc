@@ -88,15 +88,13 @@ class Connection final : public httplib::Stream {
   bool NextRequest() {
     const bool first = requests_++ == 0;
     reading_ = true;
-    if (Buffered()) {
-      if (!first) deadline_ = Clock::now() + timeout_;
-      return true;
+    if (!first) deadline_ = Clock::now() + timeout_;  // the idle wait
+    if (!Buffered()) {
+      const Wait w = WaitFor(fd_, POLLIN, deadline_, stop_fd_);
+      if (w == Wait::kTimedOut && first) timed_out_ = true;
+      if (w != Wait::kReady) return false;
     }
-    if (!first) deadline_ = Clock::now() + timeout_;
-    const Wait w = WaitFor(fd_, POLLIN, deadline_, stop_fd_);
-    if (w == Wait::kTimedOut && first) timed_out_ = true;
-    if (w != Wait::kReady) return false;
-    if (!first) deadline_ = Clock::now() + timeout_;
+    if (!first) deadline_ = Clock::now() + timeout_;  // the request, from its first byte
     return true;
   }
 
@@ -238,6 +236,11 @@ std::string DescribeException(std::exception_ptr exception) {
   }
 }
 
+std::string InternalErrorSentence(std::string_view daemon, std::string_view what) {
+  return std::string(daemon) + " failed on this " + std::string(what) +
+         " request with an internal error (its log has the details); retry";
+}
+
 std::string RenderHttpRefusals(std::string_view prefix, const HttpRefusals& refusals) {
   const std::string name = std::string(prefix) + "_http_connections_refused_total";
   return "# HELP " + name +
@@ -367,9 +370,7 @@ BoundedHttpServer::BoundedHttpServer(std::string daemon, HttpLimits limits)
       [daemon = daemon_](const httplib::Request& req, httplib::Response& res, std::exception_ptr exception) {
         spdlog::error("{} {}: {}", req.method, req.path, DescribeException(exception));
         res.status = 500;
-        res.set_content(daemon + " failed on this " + req.path +
-                            " request with an internal error (its log has the details); retry\n",
-                        "text/plain");
+        res.set_content(InternalErrorSentence(daemon, req.path) + "\n", "text/plain");
       });
 }
 
@@ -381,10 +382,6 @@ void BoundedHttpServer::Get(const std::string& pattern, Handler handler) {
 
 void BoundedHttpServer::Post(const std::string& pattern, Handler handler) {
   server_->Post(pattern, std::move(handler));
-}
-
-void BoundedHttpServer::SetExceptionHandler(httplib::Server::ExceptionHandler handler) {
-  server_->set_exception_handler(std::move(handler));
 }
 
 Status BoundedHttpServer::Start(const std::string& address, std::string_view key,

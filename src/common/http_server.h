@@ -49,6 +49,8 @@ std::string RenderHttpRefusals(std::string_view prefix, const HttpRefusals& refu
 
 // What the log says of an exception caught by a handler.
 std::string DescribeException(std::exception_ptr exception);
+// What a caller gets instead: `daemon` failed on this `what` request ..., one sentence.
+std::string InternalErrorSentence(std::string_view daemon, std::string_view what);
 
 class BoundedHttpServer {
  public:
@@ -63,9 +65,6 @@ class BoundedHttpServer {
   // Routes, before Start.
   void Get(const std::string& pattern, Handler handler);
   void Post(const std::string& pattern, Handler handler);
-  // Replaces the one-sentence 500 for an exception out of a handler.
-  void SetExceptionHandler(httplib::Server::ExceptionHandler handler);
-
   // Listens on `address` ("host:port", port 0: a free one; `key` names the config key in the error) and
   // serves on a thread of its own; HTTPS when `tls_cert_file` and `tls_key_file` are both set.
   Status Start(const std::string& address, std::string_view key, const std::string& tls_cert_file = "",

@@ -15,11 +15,7 @@ namespace {
 using nlohmann::json;
 constexpr char kJson[] = "application/json";
 
-// The one sentence a caller gets instead; the details stay in the log.
-std::string InternalError(const std::string& what) {
-  return "mgpu-scheduler-extender failed on this " + what +
-         " request with an internal error (its log has the details); retry";
-}
+constexpr char kDaemon[] = "mgpu-scheduler-extender";
 
 }  // namespace
 
@@ -79,7 +75,7 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
   limits.request_timeout = std::chrono::milliseconds(config.http_request_timeout_ms);
   limits.connections_per_client = static_cast<int>(config.http_connections_per_client);
   limits.max_body_bytes = static_cast<size_t>(config.max_body_bytes);
-  server_ = std::make_unique<BoundedHttpServer>("mgpu-scheduler-extender", limits);
+  server_ = std::make_unique<BoundedHttpServer>(kDaemon, limits);
   BoundedHttpServer& s = *server_;
 
   // Every verb: time it, count it, and turn an unexpected exception into a 500 instead of a dead process.
@@ -93,7 +89,7 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
       } catch (...) {
         spdlog::error("{}: {}", name, DescribeException(std::current_exception()));
         res.status = 500;
-        res.set_content(EncodeError(InternalError(name)), kJson);
+        res.set_content(EncodeError(InternalErrorSentence(kDaemon, name)), kJson);
       }
       metrics_.ObserveRequest(
           name, res.status, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -181,7 +177,5 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
 void HttpServer::Stop() {
   if (server_) server_->Stop();
 }
-
-HttpRefusals HttpServer::Refusals() const { return server_ ? server_->Refusals() : HttpRefusals{}; }
 
 }  // namespace mgpu::extender

@@ -35,7 +35,6 @@ class HttpServer {
   Status Start(const std::string& address, const ExtenderConfig& config);
   void Stop();
   int port() const { return port_; }
-  HttpRefusals Refusals() const;
 
  private:
   Extender& extender_;

@@ -238,9 +238,8 @@ TEST_F(PodTrackerTest, AHandOutCountsUntilAnAnswerRequestedAfterIt) {
         return answered >= in_flight + 1;
       },
       kWait));
-  if (answered == in_flight + 1) {
-    EXPECT_TRUE(Offered(Resource::kCore, 30).empty());
-  }
+  ASSERT_EQ(answered, in_flight + 1);
+  EXPECT_TRUE(Offered(Resource::kCore, 30).empty());
   // The kubelet did not take it after all (a later answer does not show it): offered again.
   ASSERT_TRUE(WaitForFreshAnswer());
   EXPECT_EQ(Offered(Resource::kCore, 30), std::vector<std::string>{"default/p"});
