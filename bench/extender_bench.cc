@@ -35,7 +35,7 @@
 #include "common/fragmentation.h"
 #include "common/kube/client.h"
 #include "common/request.h"
-#include "extender/cache.h"
+#include "common/cluster_cache.h"
 #include "extender/extender.h"
 #include "extender/metrics.h"
 #include "extender/server.h"

@@ -2,16 +2,16 @@
 // and an Extender with no API client over it. Built once per process.
 #pragma once
 
-#include "extender/cache.h"
+#include "common/cluster_cache.h"
 #include "extender/extender.h"
 #include "extender/metrics.h"
-#include "extender/test_objects.h"
+#include "common/test_objects.h"
 
 namespace mgpu::fuzz {
 
 struct ExtenderWorld {
   ExtenderWorld() : cache(Config()), extender(cache, nullptr, nullptr, metrics) {
-    using namespace extender::testobj;
+    using namespace testobj;
     const ResourceNames names = Config().Names();
     cache.UpsertNode(Node("n1", 2, 16000));
     cache.UpsertNode(Node("n2", 1, 8000, "Other GPU"));
@@ -22,7 +22,7 @@ struct ExtenderWorld {
                            OneCard("n1-gpu0", 50, 4000)));
   }
   extender::Metrics metrics;
-  extender::ClusterCache cache;
+  ClusterCache cache;
   extender::Extender extender;
 };
 

@@ -7,11 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common/kube/client.h"
-#include "extender/cache.h"
+#include "common/cluster_cache.h"
 
 namespace {
 
-void Apply(mgpu::extender::ClusterCache& cache, const std::string& type, const nlohmann::json& object) {
+void Apply(mgpu::ClusterCache& cache, const std::string& type, const nlohmann::json& object) {
   const bool node = mgpu::kube::StringAt(object, {"kind"}) == "Node";
   if (type == "DELETED") {
     node ? cache.DeleteNode(object) : cache.DeletePod(object);
@@ -24,7 +24,7 @@ void Apply(mgpu::extender::ClusterCache& cache, const std::string& type, const n
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  mgpu::extender::ClusterCache cache{mgpu::Config()};
+  mgpu::ClusterCache cache{mgpu::Config()};
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
   if (data[0] & 1) {
     const nlohmann::json list = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -40,6 +40,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       start = end + 1;
     }
   }
-  for (const mgpu::extender::NodeView* node : cache.Snapshot()->Nodes()) (void)node->state.cards.size();
+  for (const mgpu::NodeView* node : cache.Snapshot()->Nodes()) (void)node->state.cards.size();
   return 0;
 }

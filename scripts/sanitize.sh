@@ -3,7 +3,8 @@
 #   asan:  the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan). The same build
 #          holds the libFuzzer targets of fuzz/ (MGPU_FUZZ=ON), so scripts/fuzz.sh compiles nothing more.
 #   tsan:  the concurrent tests under ThreadSanitizer (build-tsan): the extender's integration tests, the
-#          end-to-end tests, the device plugin's daemon tests, the API client and its informers.
+#          end-to-end tests, the device plugin's daemon tests, the API client and its informers, the HTTP
+#          server, the cluster cache, and common's unit tests (the background thread among them).
 #   asan-build: only configure and build build-asan (what scripts/fuzz.sh needs).
 # src/guard is built without sanitizers in both (CMakeLists.txt, MGPU_SANITIZE): libmgpu-guard.so and its
 # fake driver are preloaded into uninstrumented programs; its tests run, uninstrumented, in the asan stage.
@@ -42,7 +43,8 @@ for kind in "${kinds[@]}"; do
     tsan)
       configure "$tsan_dir" -DMGPU_SANITIZE=thread
       cmake --build "$tsan_dir" -j "$jobs" --target mgpu_extender_integration_test mgpu_e2e_test \
-        mgpu_deviceplugin_integration_test mgpu_kube_test mgpu_http_test mgpu-place
+        mgpu_deviceplugin_integration_test mgpu_kube_test mgpu_http_test mgpu_cluster_test mgpu_common_test \
+        mgpu-place
       # Every test of those programs (mgpu-place for its ctest over the examples; the others are not built
       # here) but PluginTest: its fakes record in a gRPC server thread what the test reads once the call
       # returns, ordered by gRPC's own synchronisation, which TSan cannot see in Debian's uninstrumented libgrpc

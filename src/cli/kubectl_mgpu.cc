@@ -9,16 +9,17 @@
 #include <set>
 #include <string_view>
 
+#include "common/cluster_cache.h"
 #include "common/codec.h"
 #include "common/config.h"
 #include "common/daemon.h"
+#include "common/decision_memo.h"
 #include "common/kube/client.h"
 #include "common/kube/kubeconfig.h"
-#include "common/text_table.h"
-#include "extender/extender.h"
-#include "extender/metrics.h"
-#include "extender/server.h"
 #include "common/kube/workload.h"
+#include "common/request.h"
+#include "common/scheduler.h"
+#include "common/text_table.h"
 
 namespace mgpu::cli {
 namespace {
@@ -175,18 +176,18 @@ std::string Share(double share) {
 }
 
 // The pods holding cards on `nodes` (of namespace `ns`, or all when empty), sorted by namespace/name.
-std::vector<std::pair<const extender::NodeView*, const extender::PlacedPod*>> PodsOn(
-    const std::vector<const extender::NodeView*>& nodes, const std::string& ns) {
-  std::vector<std::pair<const extender::NodeView*, const extender::PlacedPod*>> pods;
-  for (const extender::NodeView* node : nodes)
-    for (const extender::PlacedPod& pod : node->pods)
+std::vector<std::pair<const NodeView*, const PlacedPod*>> PodsOn(const std::vector<const NodeView*>& nodes,
+                                                                 const std::string& ns) {
+  std::vector<std::pair<const NodeView*, const PlacedPod*>> pods;
+  for (const NodeView* node : nodes)
+    for (const PlacedPod& pod : node->pods)
       if (ns.empty() || pod.key.rfind(ns + "/", 0) == 0) pods.emplace_back(node, &pod);
   std::sort(pods.begin(), pods.end(),
             [](const auto& a, const auto& b) { return a.second->key < b.second->key; });
   return pods;
 }
 
-std::string PodsTable(const std::vector<const extender::NodeView*>& nodes, const std::string& ns) {
+std::string PodsTable(const std::vector<const NodeView*>& nodes, const std::string& ns) {
   std::vector<std::vector<std::string>> rows = {
       {"POD", "NODE", "STATE", "SHARE", "CONTAINER", "CARD", "CORE", "RECLAIMED", "MEMORY(MiB)"}};
   for (const auto& [node, pod] : PodsOn(nodes, ns)) {
@@ -194,7 +195,7 @@ std::string PodsTable(const std::vector<const extender::NodeView*>& nodes, const
     for (const ContainerAssignment& container : pod->assignment.containers) {
       for (const CardShare& piece : container.cards) {
         const CardState* card = node->state.FindCard(piece.uuid);
-        rows.push_back({pod->key, node->state.name, state, Share(extender::PodGpuShare(*node, *pod)),
+        rows.push_back({pod->key, node->state.name, state, Share(PodGpuShare(*node, *pod)),
                         container.container, card ? std::to_string(card->card.index) : piece.uuid,
                         std::to_string(piece.core), std::to_string(piece.reclaimed_core),
                         std::to_string(piece.memory_mib)});
@@ -204,7 +205,7 @@ std::string PodsTable(const std::vector<const extender::NodeView*>& nodes, const
   return FormatTable(rows);
 }
 
-json PodsJson(const std::vector<const extender::NodeView*>& nodes, const std::string& ns) {
+json PodsJson(const std::vector<const NodeView*>& nodes, const std::string& ns) {
   json pods = json::array();
   for (const auto& [node, pod] : PodsOn(nodes, ns)) {
     json containers = json::array();
@@ -224,7 +225,7 @@ json PodsJson(const std::vector<const extender::NodeView*>& nodes, const std::st
                     {"uid", pod->uid},
                     {"node", node->state.name},
                     {"allocated", pod->allocated},
-                    {"share", extender::PodGpuShare(*node, *pod)},
+                    {"share", PodGpuShare(*node, *pod)},
                     {"containers", containers}});
   }
   return {{"pods", pods}};
@@ -281,10 +282,10 @@ std::string WhyTable(const std::vector<std::string>& nodes, const Verdicts& v) {
 
 }  // namespace
 
-std::string NodesTable(const std::vector<const extender::NodeView*>& nodes) {
+std::string NodesTable(const std::vector<const NodeView*>& nodes) {
   std::vector<std::vector<std::string>> rows = {
       {"NODE", "CARD", "MODEL", "HEALTH", "CORE", "RECLAIMED", "MEMORY(MiB)", "PODS"}};
-  for (const extender::NodeView* node : nodes) {
+  for (const NodeView* node : nodes) {
     const std::string& name = node->state.name;
     if (!node->problem.empty()) {
       rows.push_back({name, "-", "-", "-", "-", "-", "-", node->problem});
@@ -292,7 +293,7 @@ std::string NodesTable(const std::vector<const extender::NodeView*>& nodes) {
     }
     for (const CardState& card : node->state.cards) {
       std::string pods;
-      for (const extender::PlacedPod& pod : node->pods) {
+      for (const PlacedPod& pod : node->pods) {
         bool on_card = false;
         for (const ContainerAssignment& container : pod.assignment.containers) {
           for (const CardShare& share : container.cards) on_card |= share.uuid == card.card.uuid;
@@ -370,11 +371,11 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   }
 
   kube::WorkloadResolver workloads(client->get());
-  extender::ClusterCache cache(config, [&workloads](const json& pod) { return workloads.Resolve(pod); });
+  ClusterCache cache(config, [&workloads](const json& pod) { return workloads.Resolve(pod); });
   for (const json& node : node_items) cache.UpsertNode(node);
   for (const json& pod : pods->value("items", json::array())) cache.UpsertPod(pod);
-  const std::shared_ptr<const extender::ClusterView> snapshot = cache.Snapshot();
-  std::vector<const extender::NodeView*> view = snapshot->Nodes();
+  const std::shared_ptr<const ClusterView> snapshot = cache.Snapshot();
+  std::vector<const NodeView*> view = snapshot->Nodes();
   if (view.empty()) {
     err << "kubectl-mgpu: no node of " << server << " has a " << config.Names().gpu_inventory
         << " annotation; is mgpu-device-plugin running on the GPU nodes?\n";
@@ -392,23 +393,17 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     std::vector<std::string> names;
     for (const json& node : node_items) names.push_back(kube::MetadataString(node, "name"));
     std::sort(names.begin(), names.end());
-    const std::string body = json{{"Pod", *pod}, {"NodeNames", names}, {"Nodes", nullptr}}.dump();
     Result<Verdicts> verdicts = Verdicts{};
     if (options->extender.empty()) {
-      Result<extender::ExtenderArgs> args = extender::ExtenderArgs::Parse(body);
-      if (!args.ok()) {
-        err << "kubectl-mgpu: " << args.message() << "\n";
-        return kExitApi;
-      }
-      extender::Metrics metrics;
-      extender::Extender filter(cache, nullptr, &workloads, metrics);
-      const extender::FilterResult result = filter.Filter(*args);
+      ModelPublisher model;
+      DecisionMemo memo;
+      FilterVerdicts result = FilterPod(
+          *snapshot, names, ParsePodRequest(*pod, config, workloads.Resolve(*pod)), model, memo, config);
       for (size_t i : result.passed) verdicts->fits.insert(names[i]);
-      verdicts->failed = result.failed;
-      verdicts->unresolvable = result.unresolvable;
-      verdicts->error = result.error;
+      verdicts->failed = std::move(result.failed);
+      verdicts->unresolvable = std::move(result.unresolvable);
     } else {
-      verdicts = AskExtender(*options, body);
+      verdicts = AskExtender(*options, json{{"Pod", *pod}, {"NodeNames", names}, {"Nodes", nullptr}}.dump());
     }
     if (!verdicts.ok() || !verdicts->error.empty()) {
       err << "kubectl-mgpu: "
@@ -419,9 +414,9 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     return 0;
   }
   if (!options->args.empty()) {
-    std::vector<const extender::NodeView*> chosen;
+    std::vector<const NodeView*> chosen;
     for (const std::string& name : options->args) {
-      const extender::NodeView* node = snapshot->Find(name);
+      const NodeView* node = snapshot->Find(name);
       if (!node) {
         err << "kubectl-mgpu: node " << name << " has no " << config.Names().gpu_inventory
             << " annotation (not an mgpu node, or no such node)\n";
@@ -429,9 +424,8 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       }
       chosen.push_back(node);
     }
-    std::sort(chosen.begin(), chosen.end(), [](const extender::NodeView* a, const extender::NodeView* b) {
-      return a->state.name < b->state.name;
-    });
+    std::sort(chosen.begin(), chosen.end(),
+              [](const NodeView* a, const NodeView* b) { return a->state.name < b->state.name; });
     chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
     view = std::move(chosen);
   }
@@ -443,7 +437,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     return 0;
   }
   if (options->output == "json")
-    out << extender::NodesJson(view).dump(2) << "\n";
+    out << NodesJson(view).dump(2) << "\n";
   else
     out << NodesTable(view);
   return 0;

@@ -1,8 +1,9 @@
 // kubectl-mgpu, the kubectl plugin (`kubectl mgpu ...`, found on PATH): per-node, per-card GPU allocation
 // read from the API server with the user's kubeconfig. Usage is derived exactly as the extender derives it:
-// the listed nodes and pods go through the extender's own ClusterCache (gpu-allocated over gpu-assignment,
-// terminated pods release, an assignment never allocated stops counting after the TTL), so what this shows is
-// what the extender's filter sees.
+// the listed nodes and pods go through the extender's own ClusterCache (common/cluster_cache.h: gpu-allocated
+// over gpu-assignment, terminated pods release, an assignment never allocated stops counting after the TTL),
+// and why runs the extender's filter (FilterPod), so what this shows is what the extender sees. It links
+// common alone, not the extender.
 //   kubectl mgpu nodes [NODE...] [-o table|json] [--kubeconfig FILE] [--context NAME] [--config FILE]
 //                      [--resource-domain D]
 //   kubectl mgpu pods [NODE...] [-n NAMESPACE] [-o table|json] [...]: one row per piece of a card a pod holds
@@ -18,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "extender/cache.h"
+#include "common/cluster_cache.h"
 
 namespace mgpu::cli {
 
@@ -31,6 +32,6 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 // One row per card (node, index, model, health, online core used/100, reclaimed core used/100, memory
 // used/capacity in MiB, the pods on it; pods assigned but not yet allocated by the kubelet are marked), and
 // one row for a node whose inventory cannot be used, saying why.
-std::string NodesTable(const std::vector<const extender::NodeView*>& nodes);
+std::string NodesTable(const std::vector<const NodeView*>& nodes);
 
 }  // namespace mgpu::cli

@@ -11,7 +11,7 @@
 
 #include "common/daemon.h"
 #include "extender/daemon.h"
-#include "extender/test_objects.h"
+#include "common/test_objects.h"
 #include "support/fake_apiserver.h"
 #include "support/test_certs.h"
 #include "support/test_env.h"
@@ -19,7 +19,7 @@
 namespace mgpu::cli {
 namespace {
 
-using namespace extender::testobj;
+using namespace testobj;
 using nlohmann::json;
 
 int64_t NowNs() {

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <thread>
 
 #include "common/config.h"
 
@@ -404,15 +405,14 @@ Status BoundedHttpServer::Start(const std::string& address, std::string_view key
   port_ = listen->port == 0 ? server_->bind_to_any_port(listen->host)
                             : (server_->bind_to_port(listen->host, listen->port) ? listen->port : -1);
   if (port_ < 0) return Error{"cannot listen on " + address + " (" + std::string(key) + ")"};
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_.Start([this] { server_->listen_after_bind(); });
   // Until the loop runs, stop() would not end it: Stop must find it running.
   while (!server_->is_running()) std::this_thread::yield();
   return Status::Ok();
 }
 
 void BoundedHttpServer::Stop() {
-  server_->Halt();
-  if (thread_.joinable()) thread_.join();
+  thread_.Stop([this] { server_->Halt(); });
 }
 
 HttpRefusals BoundedHttpServer::Refusals() const { return server_->Refusals(); }

@@ -22,11 +22,11 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 
 #include <httplib.h>
 #include <openssl/ssl.h>
 
+#include "common/background.h"
 #include "common/result.h"
 
 namespace mgpu {
@@ -80,7 +80,7 @@ class BoundedHttpServer {
   const std::string daemon_;
   const HttpLimits limits_;
   std::unique_ptr<Server> server_;
-  std::thread thread_;
+  BackgroundThread thread_;
   int port_ = 0;
 };
 

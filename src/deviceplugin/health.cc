@@ -9,24 +9,20 @@ constexpr auto kWait = std::chrono::milliseconds(500);
 }  // namespace
 
 void HealthWatcher::Start() {
-  stopping_ = false;
-  thread_ = std::thread([this] { Run(); });
+  thread_.Start([this] { Run(); });
 }
 
-void HealthWatcher::Stop() {
-  stopping_ = true;
-  if (thread_.joinable()) thread_.join();
-}
+void HealthWatcher::Stop() { thread_.Stop(); }
 
 void HealthWatcher::Run() {
   bool reported_failure = false;
-  while (!stopping_) {
+  while (!thread_.stopping()) {
     auto event = backend_.WaitHealthEvent(kWait);
     if (!event.ok()) {
       // Health cannot be watched: say so once, keep serving with the last known health.
       if (!reported_failure) spdlog::error("health events unavailable: {}", event.message());
       reported_failure = true;
-      if (!stopping_) std::this_thread::sleep_for(kWait);
+      thread_.SleepFor(kWait);
       continue;
     }
     if (!event->has_value()) continue;

@@ -1,9 +1,7 @@
 // Carries the backend's health events into the device state, on one thread, until stopped.
 #pragma once
 
-#include <atomic>
-#include <thread>
-
+#include "common/background.h"
 #include "deviceplugin/device_state.h"
 #include "deviceplugin/gpu_backend.h"
 
@@ -22,8 +20,7 @@ class HealthWatcher {
 
   GpuBackend& backend_;
   DeviceState& state_;
-  std::atomic<bool> stopping_{false};
-  std::thread thread_;
+  BackgroundThread thread_;
 };
 
 }  // namespace mgpu::dp

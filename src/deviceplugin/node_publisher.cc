@@ -46,14 +46,11 @@ NodePublisher::NodePublisher(const Config& config, std::string node, kube::Clien
 NodePublisher::~NodePublisher() { Stop(); }
 
 void NodePublisher::Start() {
-  stopping_ = false;
-  thread_ = std::thread([this] { Run(); });
+  thread_.Start([this] { Run(); });
 }
 
 void NodePublisher::Stop() {
-  stopping_ = true;
-  state_.Wake();
-  if (thread_.joinable()) thread_.join();
+  thread_.Stop([this] { state_.Wake(); });
 }
 
 void NodePublisher::Run() {
@@ -64,8 +61,8 @@ void NodePublisher::Run() {
   while (true) {
     const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::max(due - Clock::now(), Clock::duration()));
-    auto [generation, cards] = state_.WaitForChange(seen, timeout, [this] { return stopping_.load(); });
-    if (stopping_) return;
+    auto [generation, cards] = state_.WaitForChange(seen, timeout, [this] { return thread_.stopping(); });
+    if (thread_.stopping()) return;
     if (generation == seen && Clock::now() < due) continue;
     seen = generation;
     const int64_t now_s =

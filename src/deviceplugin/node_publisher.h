@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
+#include "common/background.h"
 #include "common/config.h"
 #include "common/kube/client.h"
 #include "common/model.h"
@@ -44,9 +44,8 @@ class NodePublisher {
   kube::Client& client_;
   const DeviceState& state_;
   const std::string version_;
-  std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> published_{0};
-  std::thread thread_;
+  BackgroundThread thread_;
 };
 
 }  // namespace mgpu::dp

@@ -147,8 +147,8 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
       auto allocation = ReadAllocation(resource_, ids, cards, config_);
       if (!allocation.ok()) {
         counts_.allocate_errors++;
-        spdlog::error("resource={} {} Allocate refused: {}", name_, matched ? Whom(*matched) : "pod=(unknown)",
-                      allocation.message());
+        spdlog::error("resource={} {} Allocate refused: {}", name_,
+                      matched ? Whom(*matched) : "pod=(unknown)", allocation.message());
         if (pods_) {
           pods_->Refused(resource_, matched ? &*matched : nullptr,
                          "Allocate of " + name_ + " failed: " + allocation.message());
@@ -263,16 +263,16 @@ Status DevicePlugin::Start() {
     return s;
   }
   RegisterAll();
-  watcher_ = std::thread([this] { WatchKubelet(); });
+  watcher_.Start([this] { WatchKubelet(); });
   return Status::Ok();
 }
 
 void DevicePlugin::Stop() {
-  if (stop_fd_ >= 0) {
+  watcher_.Stop([this] {
+    if (stop_fd_ < 0) return;
     const uint64_t one = 1;
     [[maybe_unused]] auto n = write(stop_fd_, &one, sizeof one);
-  }
-  if (watcher_.joinable()) watcher_.join();
+  });
   StopServers();
   if (inotify_fd_ >= 0) close(inotify_fd_);
   if (stop_fd_ >= 0) close(stop_fd_);

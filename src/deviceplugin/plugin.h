@@ -9,9 +9,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "common/background.h"
 #include "common/config.h"
 #include "common/result.h"
 #include "deviceplugin/allocation.h"
@@ -91,7 +91,7 @@ class DevicePlugin {
   std::atomic<bool> registered_{false};
   int inotify_fd_ = -1;
   int stop_fd_ = -1;
-  std::thread watcher_;
+  BackgroundThread watcher_;
 };
 
 }  // namespace mgpu::dp

@@ -64,21 +64,10 @@ std::map<std::string, CardShare> UsageByCard(const AllocatedPods& pods) {
 }
 
 void PodResourcesPoller::Start() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = false;
-  }
-  thread_ = std::thread([this] { Run(); });
+  thread_.Start([this] { Run(); });
 }
 
-void PodResourcesPoller::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+void PodResourcesPoller::Stop() { thread_.Stop(); }
 
 AllocatedPods PodResourcesPoller::Latest(uint64_t* request) const {
   std::lock_guard lock(mu_);
@@ -98,7 +87,7 @@ bool PodResourcesPoller::HasAnswer() const {
 
 bool PodResourcesPoller::WaitForAnswer(std::chrono::milliseconds timeout) const {
   std::unique_lock lock(mu_);
-  wake_.wait_for(lock, timeout, [&] { return answered_ || stopping_; });
+  wake_.wait_for(lock, timeout, [&] { return answered_ || thread_.stopping(); });
   return answered_;
 }
 
@@ -109,7 +98,7 @@ void PodResourcesPoller::Run() {
   const auto period = std::chrono::milliseconds(config_.device_plugin.pod_resources_poll_ms);
   bool failing = false;
   std::unique_lock lock(mu_);
-  while (!stopping_) {
+  while (!thread_.stopping()) {
     const uint64_t request = ++requests_started_;
     lock.unlock();
     grpc::ClientContext context;
@@ -132,7 +121,7 @@ void PodResourcesPoller::Run() {
         lock.lock();
       }
     }
-    wake_.wait_for(lock, period, [&] { return stopping_; });
+    thread_.WaitFor(lock, period);
   }
 }
 

@@ -9,8 +9,8 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 
+#include "common/background.h"
 #include "common/config.h"
 #include "common/model.h"
 #include "kubelet/podresources/v1/api.pb.h"
@@ -52,12 +52,11 @@ class PodResourcesPoller {
   const std::function<void(const AllocatedPods&)> on_answer_;
   mutable std::mutex mu_;
   mutable std::condition_variable wake_;  // on Stop and on every answer
-  bool stopping_ = false;
   bool answered_ = false;
   AllocatedPods latest_;
   uint64_t requests_started_ = 0;
   uint64_t latest_request_ = 0;
-  std::thread thread_;
+  BackgroundThread thread_{mu_, wake_};
 };
 
 }  // namespace mgpu::dp

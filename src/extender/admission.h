@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/config.h"
-#include "extender/cache.h"
+#include "common/cluster_cache.h"
 
 namespace mgpu::extender {
 

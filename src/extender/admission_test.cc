@@ -8,7 +8,7 @@
 
 #include "extender/extender.h"
 #include "extender/server.h"
-#include "extender/test_objects.h"
+#include "common/test_objects.h"
 
 namespace mgpu::extender {
 namespace {

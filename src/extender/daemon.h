@@ -9,7 +9,7 @@
 #include "common/kube/event_queue.h"
 #include "common/kube/informer.h"
 #include "common/result.h"
-#include "extender/cache.h"
+#include "common/cluster_cache.h"
 #include "extender/extender.h"
 #include "extender/leader.h"
 #include "extender/metrics.h"

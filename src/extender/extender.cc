@@ -45,10 +45,9 @@ Extender::Extender(ClusterCache& cache, kube::Client* client, kube::WorkloadReso
 Extender::FactsRef Extender::Parse(const nlohmann::json& pod) const {
   Annotations workload;
   if (workloads_) workload = workloads_->Resolve(pod);
-  return std::make_shared<const PodFacts>(PodFacts{
-      PodKeyOf(pod),
-      kube::MetadataString(pod, "uid"), kube::MetadataString(pod, "resourceVersion"),
-      kube::StringAt(pod, {"spec", "nodeName"}), ParsePodRequest(pod, cache_.config(), workload)});
+  return std::make_shared<const PodFacts>(
+      PodFacts{PodKeyOf(pod), kube::MetadataString(pod, "uid"), kube::MetadataString(pod, "resourceVersion"),
+               kube::StringAt(pod, {"spec", "nodeName"}), ParsePodRequest(pod, cache_.config(), workload)});
 }
 
 Extender::FactsRef Extender::Remembered(const std::string& uid) {
@@ -80,59 +79,20 @@ Extender::FactsRef Extender::FactsOf(const nlohmann::json& pod) {
   return facts;
 }
 
-std::vector<const NodeView*> Extender::UsableNodes(const ClusterView& view,
-                                                   const std::vector<std::string>& names) {
-  std::vector<const NodeView*> nodes(names.size());
-  for (size_t i = 0; i < names.size(); ++i) {
-    const NodeView* node = view.Find(names[i]);
-    if (node && node->problem.empty()) nodes[i] = node;
-  }
-  return nodes;
-}
-
 FilterResult Extender::Filter(const ExtenderArgs& args) {
-  FilterResult result;
   const FactsRef facts = FactsOf(args.pod);
-  const Result<PodRequest>& pod = facts->request;
-  if (!pod.ok()) {
-    for (const std::string& n : args.node_names) result.unresolvable[n] = pod.message();
+  FilterVerdicts verdicts =
+      FilterPod(*cache_.Snapshot(), args.node_names, facts->request, model_, memo_, cache_.config());
+  if (!facts->request.ok()) {
     metrics_.CountFilterFailure("invalid_request");
     spdlog::info("filter pod={}/{}: {}", kube::MetadataString(args.pod, "namespace"),
-                 kube::MetadataString(args.pod, "name"), pod.message());
-    return result;
+                 kube::MetadataString(args.pod, "name"), facts->request.message());
   }
-  if (!pod->AsksForGpu()) {
-    for (size_t i = 0; i < args.node_names.size(); ++i) result.passed.push_back(i);
-    return result;
-  }
-  const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
-  const ModelPublisher::Published model = model_.Observe(*pod, [&view] { return view->FreeCoreByProduct(); });
-  const std::vector<const NodeView*> nodes = UsableNodes(*view, args.node_names);
-  const std::vector<NodeDecision> decisions =
-      memo_.Decide(*view, nodes, *pod, model.model.get(), model.version, /*with_reasons=*/true);
-  const std::string& inventory = cache_.config().Names().gpu_inventory;
-  uint64_t no_inventory = 0, bad_inventory = 0, insufficient = 0;
-  result.passed.reserve(args.node_names.size());
-  for (size_t i = 0; i < args.node_names.size(); ++i) {
-    const std::string& name = args.node_names[i];
-    if (decisions[i].fits) {
-      result.passed.push_back(i);
-    } else if (nodes[i]) {
-      result.failed[name] = decisions[i].reason;
-      ++insufficient;
-    } else if (const NodeView* bad = view->Find(name)) {
-      result.failed[name] = bad->problem;
-      ++bad_inventory;
-    } else {
-      result.failed[name] =
-          "node " + name + " has no " + inventory + " annotation: no mgpu-device-plugin there";
-      ++no_inventory;
-    }
-  }
-  metrics_.CountFilterFailure("no_inventory", no_inventory);
-  metrics_.CountFilterFailure("bad_inventory", bad_inventory);
-  metrics_.CountFilterFailure("insufficient", insufficient);
-  return result;
+  metrics_.CountFilterFailure("no_inventory", verdicts.no_inventory);
+  metrics_.CountFilterFailure("bad_inventory", verdicts.bad_inventory);
+  metrics_.CountFilterFailure("insufficient", verdicts.insufficient);
+  return FilterResult{std::move(verdicts.passed), std::move(verdicts.failed),
+                      std::move(verdicts.unresolvable), ""};
 }
 
 std::vector<HostScore> Extender::Prioritize(const ExtenderArgs& args) {

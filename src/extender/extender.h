@@ -16,13 +16,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/cluster_cache.h"
+#include "common/decision_memo.h"
 #include "common/fragmentation.h"
 #include "common/kube/client.h"
 #include "common/kube/event_queue.h"
 #include "common/kube/workload.h"
 #include "common/scheduler.h"
-#include "extender/cache.h"
-#include "extender/decisions.h"
 #include "extender/metrics.h"
 #include "extender/wire.h"
 
@@ -57,9 +57,6 @@ class Extender {
   FactsRef Remembered(const std::string& uid);
   void Remember(FactsRef facts);
   std::string BindWithCards(const BindArgs& args, FactsRef pod);
-  // The nodes of `names` in `view` that can take pods (null for the others).
-  static std::vector<const NodeView*> UsableNodes(const ClusterView& view,
-                                                  const std::vector<std::string>& names);
 
   ClusterCache& cache_;
   kube::Client* client_;

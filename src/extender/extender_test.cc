@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "common/manifest.h"
-#include "extender/decisions.h"
+#include "common/decision_memo.h"
 #include "extender/server.h"
-#include "extender/test_objects.h"
+#include "common/test_objects.h"
 
 namespace mgpu::extender {
 namespace {

@@ -44,17 +44,11 @@ LeaderElector::LeaderElector(kube::Client& client, std::string ns, std::string n
 LeaderElector::~LeaderElector() { Stop(); }
 
 void LeaderElector::Start() {
-  thread_ = std::thread([this] { Run(); });
+  thread_.Start([this] { Run(); });
 }
 
 void LeaderElector::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_ && !thread_.joinable()) return;
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  thread_.Stop();
   bool held;
   {
     std::lock_guard lock(mu_);
@@ -142,11 +136,11 @@ void LeaderElector::TryAcquireOrRenew() {
 void LeaderElector::Run() {
   const auto retry = std::max<std::chrono::milliseconds>(duration_ / 4, std::chrono::milliseconds(100));
   std::unique_lock lock(mu_);
-  while (!stopping_) {
+  while (!thread_.stopping()) {
     lock.unlock();
     TryAcquireOrRenew();
     lock.lock();
-    cv_.wait_for(lock, retry, [this] { return stopping_; });
+    thread_.WaitFor(lock, retry);
   }
 }
 

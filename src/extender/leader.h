@@ -12,8 +12,8 @@
 #include <condition_variable>
 #include <mutex>
 #include <string>
-#include <thread>
 
+#include "common/background.h"
 #include "common/kube/client.h"
 
 namespace mgpu::extender {
@@ -37,10 +37,9 @@ class LeaderElector {
   kube::Client& client_;
   const std::string ns_, name_, identity_;
   const std::chrono::seconds duration_;
-  std::thread thread_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;
+  BackgroundThread thread_{mu_, cv_};
   Clock::time_point leader_until_{};
   std::string observed_record_;  // holder + renewTime as last read
   Clock::time_point observed_at_{};

@@ -77,9 +77,10 @@ std::string Metrics::Render(const ClusterView& view) const {
     out << "# HELP mgpu_extender_bind_waits_total Binds that waited for an ambiguous pair to resolve.\n"
            "# TYPE mgpu_extender_bind_waits_total counter\n"
            "mgpu_extender_bind_waits_total "
-        << bind_waits_ << "\n# HELP mgpu_extender_bind_conflict_retries_total Binds retried after a stale "
-                          "resourceVersion.\n# TYPE mgpu_extender_bind_conflict_retries_total counter\n"
-                          "mgpu_extender_bind_conflict_retries_total "
+        << bind_waits_
+        << "\n# HELP mgpu_extender_bind_conflict_retries_total Binds retried after a stale "
+           "resourceVersion.\n# TYPE mgpu_extender_bind_conflict_retries_total counter\n"
+           "mgpu_extender_bind_conflict_retries_total "
         << bind_conflict_retries_ << '\n';
   }
   struct Series {
@@ -156,17 +157,6 @@ std::string Metrics::Render(const ClusterView& view) const {
     }
   }
   return out.str();
-}
-
-double PodGpuShare(const NodeView& node, const PlacedPod& pod) {
-  double share = 0;
-  for (const ContainerAssignment& container : pod.assignment.containers) {
-    for (const CardShare& piece : container.cards) {
-      const CardState* card = node.state.FindCard(piece.uuid);
-      share += GpuShare(piece, card ? card->card.memory_mib : 0);
-    }
-  }
-  return share;
 }
 
 std::string RenderReadiness(bool ready) {

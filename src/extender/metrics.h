@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "extender/cache.h"
+#include "common/cluster_cache.h"
 
 namespace mgpu::extender {
 
@@ -38,9 +38,6 @@ class Metrics {
   uint64_t bind_waits_ = 0;
   uint64_t bind_conflict_retries_ = 0;
 };
-
-// Cards' worth `pod` holds on `node` (GpuShare summed over its pieces, against each card's capacity).
-double PodGpuShare(const NodeView& node, const PlacedPod& pod);
 
 // The mgpu_extender_ready gauge (the same answer as /readyz).
 std::string RenderReadiness(bool ready);

@@ -16,14 +16,11 @@
 
 #include "common/http_server.h"
 #include "common/result.h"
-#include "extender/cache.h"
+#include "common/cluster_cache.h"
 #include "extender/extender.h"
 #include "extender/metrics.h"
 
 namespace mgpu::extender {
-
-// The read-only per-card view served at GET /v1/nodes, of `nodes` (ClusterView::Nodes(), or some of them).
-nlohmann::json NodesJson(const std::vector<const NodeView*>& nodes);
 
 class HttpServer {
  public:

@@ -14,7 +14,7 @@
 #include "deviceplugin/api_calls.h"
 #include "extender/api_calls.h"
 #include "extender/daemon.h"
-#include "extender/test_objects.h"
+#include "common/test_objects.h"
 #include "support/fake_apiserver.h"
 #include "support/test_env.h"
 
@@ -85,7 +85,7 @@ TEST(LeastPrivilege, EachDaemonsRbacGrantsExactlyTheCallsItLists) {
 }
 
 TEST(LeastPrivilege, TheExtenderMakesExactlyTheCallsItLists) {
-  using namespace extender::testobj;
+  using namespace testobj;
   testing::FakeApiServer api;
   ASSERT_TRUE(api.Start().ok());
   ASSERT_TRUE(api.Create("nodes", Node("n1", 2)).ok());

@@ -11,7 +11,7 @@
 #include "common/codec.h"
 #include "extender/daemon.h"
 #include "extender/server.h"
-#include "extender/test_objects.h"
+#include "common/test_objects.h"
 #include "common/kube/workload.h"
 #include "support/fake_apiserver.h"
 #include "support/test_certs.h"

@@ -164,7 +164,7 @@ Status LocalCluster::StartExtender() {
   const bool ready = WaitUntil(
       [&] {
         if (!extender_->Ready()) return false;
-        std::shared_ptr<const extender::ClusterView> view = extender_->cache().Snapshot();
+        std::shared_ptr<const ClusterView> view = extender_->cache().Snapshot();
         for (const auto& node : nodes_)
           if (!view->Find(node->spec.name)) return false;
         return true;

@@ -6,7 +6,7 @@ namespace mgpu::kube {
 
 EventQueue::EventQueue(Client& client, std::string component, size_t capacity)
     : client_(client), component_(std::move(component)), capacity_(capacity) {
-  thread_ = std::thread([this] { Run(); });
+  thread_.Start([this] { Run(); });
 }
 
 EventQueue::~EventQueue() { Stop(); }
@@ -14,7 +14,7 @@ EventQueue::~EventQueue() { Stop(); }
 void EventQueue::Post(Json involved, std::string type, std::string reason, std::string message) {
   {
     std::lock_guard lock(mu_);
-    if (stopping_ || queue_.size() >= capacity_) {
+    if (thread_.stopping() || queue_.size() >= capacity_) {
       ++dropped_;
       spdlog::warn("event dropped (queue full or stopping): {} {}", reason, message);
       return;
@@ -28,19 +28,14 @@ void EventQueue::Post(Json involved, std::string type, std::string reason, std::
 void EventQueue::Flush() {
   std::unique_lock lock(mu_);
   const uint64_t target = posted_;
-  cv_.wait(lock, [&] { return stopping_ || done_ >= target; });
+  cv_.wait(lock, [&] { return thread_.stopping() || done_ >= target; });
 }
 
 void EventQueue::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_ && !thread_.joinable()) return;
-    stopping_ = true;
-    dropped_ += queue_.size();
-    queue_.clear();
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  thread_.Stop();
+  std::lock_guard lock(mu_);
+  dropped_ += queue_.size();
+  queue_.clear();
 }
 
 uint64_t EventQueue::dropped() const {
@@ -51,8 +46,8 @@ uint64_t EventQueue::dropped() const {
 void EventQueue::Run() {
   std::unique_lock lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (stopping_) return;
+    cv_.wait(lock, [&] { return thread_.stopping() || !queue_.empty(); });
+    if (thread_.stopping()) return;
     Item item = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
@@ -67,7 +62,8 @@ void EventQueue::Run() {
 }
 
 Json PodReference(std::string_view ns, std::string_view name, std::string_view uid) {
-  return {{"kind", "Pod"}, {"apiVersion", "v1"}, {"metadata", {{"namespace", ns}, {"name", name}, {"uid", uid}}}};
+  return {
+      {"kind", "Pod"}, {"apiVersion", "v1"}, {"metadata", {{"namespace", ns}, {"name", name}, {"uid", uid}}}};
 }
 
 }  // namespace mgpu::kube

@@ -8,8 +8,8 @@
 #include <deque>
 #include <mutex>
 #include <string>
-#include <thread>
 
+#include "common/background.h"
 #include "common/kube/client.h"
 
 namespace mgpu::kube {
@@ -41,9 +41,8 @@ class EventQueue {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;
-  bool stopping_ = false;
   uint64_t posted_ = 0, done_ = 0, dropped_ = 0;
-  std::thread thread_;
+  BackgroundThread thread_{mu_, cv_};
 };
 
 // The reference to a pod an Event needs, for a pod known by key and uid only.

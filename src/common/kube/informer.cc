@@ -19,17 +19,11 @@ Informer::Informer(Client& client, InformerOptions options, InformerHandlers han
 Informer::~Informer() { Stop(); }
 
 void Informer::Start() {
-  thread_ = std::thread([this] { Run(); });
+  thread_.Start([this] { Run(); });
 }
 
 void Informer::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  cancel_.Cancel();
-  if (thread_.joinable()) thread_.join();
+  thread_.Stop([this] { cancel_.Cancel(); });
 }
 
 bool Informer::HasSynced() const {
@@ -44,7 +38,7 @@ bool Informer::Overfull() const {
 
 bool Informer::WaitForSync(std::chrono::milliseconds timeout) const {
   std::unique_lock lock(mu_);
-  cv_.wait_for(lock, timeout, [this] { return synced_ || stopping_; });
+  cv_.wait_for(lock, timeout, [this] { return synced_ || thread_.stopping(); });
   return synced_;
 }
 
@@ -64,7 +58,8 @@ std::optional<Json> Informer::Get(const std::string& ns, const std::string& name
 }
 
 Informer::Kept Informer::Pack(const Json& object) {
-  Kept kept{MetadataString(object, "uid"), MetadataString(object, "resourceVersion"), Json::to_msgpack(object)};
+  Kept kept{MetadataString(object, "uid"), MetadataString(object, "resourceVersion"),
+            Json::to_msgpack(object)};
   kept.packed.shrink_to_fit();
   return kept;
 }
@@ -93,10 +88,7 @@ void Informer::Run() {
   bool need_list = true;
   int failures = 0;
   while (true) {
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_) return;
-    }
+    if (thread_.stopping()) return;
     if (need_list) {
       if (!ListAndReplace()) {
         if (!Backoff(++failures)) return;
@@ -106,10 +98,7 @@ void Informer::Run() {
     }
     bool saw_event = false;
     WatchEnd end = WatchOnce(saw_event);
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_) return;
-    }
+    if (thread_.stopping()) return;
     if (saw_event) failures = 0;
     if (end != WatchEnd::kClean) need_list = true;
     // A busy stream that the server closes resumes at once, and the first 410 Gone relists at once (the
@@ -270,8 +259,8 @@ void Informer::ApplyLocked(const std::string& type, Json object, std::vector<Del
 void Informer::OverfullLocked(size_t count) {
   overfull_ = true;
   synced_ = false;
-  spdlog::error("kube: {} {} objects, over the {} this informer may keep; not synced until they fit",
-                count, options_.resource.kind, options_.max_objects);
+  spdlog::error("kube: {} {} objects, over the {} this informer may keep; not synced until they fit", count,
+                options_.resource.kind, options_.max_objects);
 }
 
 void Informer::Deliver(std::vector<Delivery>& deliveries) {
@@ -301,9 +290,7 @@ bool Informer::Backoff(int failures) {
   auto half = delay.count() / 2;
   delay = std::chrono::milliseconds(half +
                                     std::uniform_int_distribution<long long>(0, delay.count() - half)(rng));
-  std::unique_lock lock(mu_);
-  cv_.wait_for(lock, delay, [this] { return stopping_; });
-  return !stopping_;
+  return thread_.SleepFor(delay);
 }
 
 }  // namespace mgpu::kube

@@ -24,9 +24,9 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "common/background.h"
 #include "common/kube/client.h"
 
 namespace mgpu::kube {
@@ -97,11 +97,10 @@ class Informer {
   const InformerOptions options_;
   const InformerHandlers handlers_;
   CancelToken cancel_;
-  std::thread thread_;
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  bool stopping_ = false;
+  BackgroundThread thread_{mu_, cv_};
   bool synced_ = false;
   bool overfull_ = false;
   int list_count_ = 0;

@@ -1,4 +1,5 @@
-// The extender's live view of the cluster's cards (DESIGN §5): nodes' D/gpu-inventory and the pods holding
+// The cluster's cards as the extender sees them (DESIGN §5), kept live by the extender and built from one
+// list by kubectl mgpu, so both show the same: nodes' D/gpu-inventory and the pods holding
 // cards, fed by the node and pod informers' handlers, plus the binds this extender made that the pod watch
 // has not shown yet ("assumed"). Per-card usage on a node: a bound, unfinished pod's D/gpu-allocated when it
 // has one; the members of a look-alike pool still waiting for the kubelet hold what their D/gpu-assignments
@@ -35,7 +36,7 @@
 #include "common/request.h"
 #include "common/result.h"
 
-namespace mgpu::extender {
+namespace mgpu {
 
 // A pod holding cards on a node.
 struct PlacedPod {
@@ -103,6 +104,13 @@ class ClusterView {
   std::vector<size_t> free_slots_;
 };
 
+// Cards' worth `pod` holds on `node` (GpuShare summed over its pieces, against each card's capacity).
+double PodGpuShare(const NodeView& node, const PlacedPod& pod);
+
+// The read-only per-card view (the extender's GET /v1/nodes, kubectl mgpu nodes -o json) of `nodes`
+// (ClusterView::Nodes(), or some of them).
+nlohmann::json NodesJson(const std::vector<const NodeView*>& nodes);
+
 // Annotations of a pod's controlling workload (for ParsePodRequest); may call the API server.
 using WorkloadLookup = std::function<Annotations(const nlohmann::json& pod)>;
 
@@ -148,7 +156,8 @@ class ClusterCache {
   };
 
   // `known`: the pod's request when this extender parsed it already (it bound the pod).
-  std::optional<PodEntry> ToEntry(const nlohmann::json& pod, PodFacts facts, const std::optional<PodRequest>& known);
+  std::optional<PodEntry> ToEntry(const nlohmann::json& pod, PodFacts facts,
+                                  const std::optional<PodRequest>& known);
   bool CountsLocked(const PodEntry& entry, bool assumed, int64_t now) const;
   const PodEntry* EffectiveLocked(const std::string& key, int64_t now) const;
   void ReindexLocked(const std::string& key, const std::set<std::string>& old_nodes);
@@ -179,4 +188,4 @@ class ClusterCache {
   uint64_t next_generation_ = 1;
 };
 
-}  // namespace mgpu::extender
+}  // namespace mgpu

@@ -1,4 +1,4 @@
-#include "extender/cache.h"
+#include "common/cluster_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -7,9 +7,9 @@
 
 #include "common/allocator.h"
 #include "common/request.h"
-#include "extender/test_objects.h"
+#include "common/test_objects.h"
 
-namespace mgpu::extender {
+namespace mgpu {
 namespace {
 
 using namespace testobj;
@@ -309,4 +309,4 @@ TEST_F(CacheTest, AmbiguityGuardWaitsForTheEarlierPodToBeAllocated) {
 }
 
 }  // namespace
-}  // namespace mgpu::extender
+}  // namespace mgpu

@@ -1,4 +1,4 @@
-#include "extender/cache.h"
+#include "common/cluster_cache.h"
 
 #include <spdlog/spdlog.h>
 
@@ -7,11 +7,11 @@
 
 #include "common/allocator.h"
 #include "common/codec.h"
-#include "common/lookalike.h"
 #include "common/kube/client.h"
+#include "common/lookalike.h"
 #include "common/quantity.h"
 
-namespace mgpu::extender {
+namespace mgpu {
 namespace {
 
 using nlohmann::json;
@@ -292,7 +292,7 @@ void ClusterCache::DeleteNode(const json& node) {
 }
 
 std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const json& pod, PodFacts facts,
-                                                           const std::optional<PodRequest>& known) {
+                                                            const std::optional<PodRequest>& known) {
   for (const std::string& problem : facts.problems) spdlog::warn("pod={} ignoring: {}", facts.key, problem);
   const std::string& key = facts.key;
   PodEntry entry;
@@ -532,4 +532,53 @@ void ClusterCache::ChangedLocked() {
   changed_.notify_all();
 }
 
-}  // namespace mgpu::extender
+double PodGpuShare(const NodeView& node, const PlacedPod& pod) {
+  double share = 0;
+  for (const ContainerAssignment& container : pod.assignment.containers) {
+    for (const CardShare& piece : container.cards) {
+      const CardState* card = node.state.FindCard(piece.uuid);
+      share += GpuShare(piece, card ? card->card.memory_mib : 0);
+    }
+  }
+  return share;
+}
+
+json NodesJson(const std::vector<const NodeView*>& view) {
+  json nodes = json::array();
+  for (const NodeView* v : view) {
+    json cards = json::array();
+    for (const CardState& c : v->state.cards) {
+      cards.push_back({{"index", c.card.index},
+                       {"uuid", c.card.uuid},
+                       {"model", c.card.model},
+                       {"healthy", c.card.healthy},
+                       {"capacityMiB", c.capacity_mib},
+                       {"core", c.usage.core},
+                       {"reclaimedCore", c.usage.reclaimed_core},
+                       {"memoryMiB", c.usage.memory_mib},
+                       {"holders", c.usage.holders},
+                       {"policy", c.usage.holders ? json(Name(c.usage.policy)) : json(nullptr)}});
+    }
+    json pods = json::array();
+    for (const PlacedPod& p : v->pods) {
+      json containers = json::array();
+      for (const ContainerAssignment& ca : p.assignment.containers) {
+        json shares = json::array();
+        for (const CardShare& s : ca.cards)
+          shares.push_back({{"uuid", s.uuid},
+                            {"core", s.core},
+                            {"reclaimedCore", s.reclaimed_core},
+                            {"memoryMiB", s.memory_mib}});
+        containers.push_back({{"name", ca.container}, {"cards", shares}});
+      }
+      pods.push_back(
+          {{"pod", p.key}, {"uid", p.uid}, {"allocated", p.allocated}, {"containers", containers}});
+    }
+    json node = {{"name", v->state.name}, {"cards", cards}, {"pods", pods}};
+    if (!v->problem.empty()) node["problem"] = v->problem;
+    nodes.push_back(std::move(node));
+  }
+  return {{"nodes", nodes}};
+}
+
+}  // namespace mgpu

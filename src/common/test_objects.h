@@ -1,5 +1,5 @@
-// Test-only builders of the Node and Pod objects the extender reads (shared by the unit and integration
-// tests).
+// Test-only builders of the Node and Pod objects the cluster cache and the extender read (shared by the unit
+// and integration tests).
 #pragma once
 
 #include <string>
@@ -11,7 +11,7 @@
 #include "common/config.h"
 #include "common/model.h"
 
-namespace mgpu::extender::testobj {
+namespace mgpu::testobj {
 
 // A node with `cards` cards of `memory_mib` each, named "<node>-gpu<i>".
 inline nlohmann::json Node(const std::string& name, int cards, int64_t memory_mib = 16384,
@@ -59,4 +59,4 @@ inline nlohmann::json Placed(nlohmann::json pod, const std::string& node, const 
   return pod;
 }
 
-}  // namespace mgpu::extender::testobj
+}  // namespace mgpu::testobj
