@@ -4,7 +4,9 @@
 // not use, weighted by how often each shape comes. For a shape, a card's free core is lost when it is below
 // the shape's per-card core, and all of the node's free core is lost when fewer cards than the shape needs
 // could take it, when the node's free CPU is short of the shape's, or when the node's GPU model is not one
-// the shape may use (the idea of FGD, USENIX ATC'23, over mgpu's own cards and shapes).
+// the shape may use (the idea of FGD, USENIX ATC'23, over mgpu's own cards and shapes). Beyond FGD, a card's
+// free core that one-card shapes fit counts by what they are expected to leave of it once they have filled
+// it, as far as they come often enough to (bench/RESULTS.md: 4.13 -> 3.92 % on the default openb trace).
 //
 // On top comes the free core the node's CPU or memory could not feed: the workload brings on average so much
 // CPU and memory per percent of core, and free core beyond what the node's free CPU (or memory) carries at
@@ -49,7 +51,8 @@ class WorkloadModel {
   bool Empty() const { return total_ == 0; }
 
   // Expected unusable free core on the node (0 while nothing was observed), less what its model's pressure
-  // makes its free core worth.
+  // makes its free core worth. A card's free core counts by what the one-card shapes are expected to leave
+  // of it once they have filled it, as far as they come often enough to fill it (see BuildTable).
   double Fragmentation(const NodeFree& free) const;
   double Fragmentation(const NodeState& node) const;
 
@@ -75,10 +78,10 @@ class WorkloadModel {
     double unusable = 0;  // normalised weight of the shapes that may not use this model
     double pressure = 0;  // share of the model's free core that shapes bound to it are expected to claim
     // One-card shapes: their distinct CPU asks (ascending), and per count j of those a node can meet, the
-    // normalised weight of shapes needing more than f core per card (single_above[j][f]) and of shapes
-    // it cannot meet by CPU (cpu_short[j]).
+    // core a card with f free is expected to leave unused in the end (waste[j][f], see BuildTable) and the
+    // normalised weight of the shapes it cannot meet by CPU (cpu_short[j]).
     std::vector<int64_t> cpu_steps;
-    std::vector<std::vector<double>> single_above;
+    std::vector<std::vector<double>> waste;
     std::vector<double> cpu_short;
     std::vector<Shape> multi;  // multi-card shapes that may use this model, normalised
   };

@@ -29,14 +29,14 @@ TEST(Fragmentation, NothingObservedMeansNoFragmentation) {
   EXPECT_EQ(w.Fragmentation(Free({30, 100}, -1)), 0);
 }
 
-TEST(Fragmentation, FreeCoreTooSmallForTheWorkloadIsLost) {
+TEST(Fragmentation, FreeCoreTheWorkloadCannotFillIsLost) {
   WorkloadModel w;
   w.Observe(Online(50));
   EXPECT_FALSE(w.Empty());
-  // Only 50 % pods come: 40 free on a card is lost, 60 and 100 are usable.
-  EXPECT_DOUBLE_EQ(w.Fragmentation(Free({40, 60, 100}, -1)), 40);
-  w.Observe(Online(70));  // now half 50 %, half 70 %
-  EXPECT_NEAR(w.Fragmentation(Free({40, 60, 100}, -1)), 40 + 0.5 * 60, 0.05);
+  // Only 50 % pods come: 40 free on a card is lost, 60 loses the 10 a 50 % pod leaves, 100 takes two.
+  EXPECT_DOUBLE_EQ(w.Fragmentation(Free({40, 60, 100}, -1)), 40 + 10);
+  w.Observe(Online(70));  // now half 50 %, half 70 %: a 70 % pod leaves 30 of a whole card
+  EXPECT_NEAR(w.Fragmentation(Free({40, 60, 100}, -1)), 40 + 10 + 0.5 * 30, 0.05);
 }
 
 TEST(Fragmentation, MultiCardShapesLoseTheWholeNodeWhenTooFewCardsFit) {
@@ -153,8 +153,8 @@ TEST(Fragmentation, OlderShapesDecay) {
   WorkloadModel w(0.5);
   w.Observe(Online(80));
   for (int i = 0; i < 20; ++i) w.Observe(Online(20));
-  // 80 % pods are all but forgotten: a 50 % card is almost fully usable.
-  EXPECT_LT(w.Fragmentation(Free({50}, -1)), 0.01);
+  // 80 % pods are all but forgotten: a card with 60 free is almost surely filled by three 20 % pods.
+  EXPECT_LT(w.Fragmentation(Free({60}, -1)), 0.01);
 }
 
 TEST(Fragmentation, OfflinePodsAreNotTheOnlineWorkload) {
@@ -197,6 +197,25 @@ TEST(Fragmentation, CardChoiceAvoidsLeavingUnusableRemainders) {
   EXPECT_EQ(ChooseCards(node, pod, nullptr)->containers[0].cards[0].uuid, "GPU-n-1");  // no model: binpack
 }
 
+// What the fitting shapes leave counts, not only whether they fit: among mostly whole-card pods, a 32 % pod
+// goes beside another 32 % one (leaving 36 %, which a third fills) rather than beside a 47 % one (leaving
+// 21 %, which no shape of the workload fits). FGD's measure took the 47 % card: there the 53 % free was lost
+// to more shapes before.
+TEST(Fragmentation, CardChoiceCountsWhatTheFittingShapesLeave) {
+  WorkloadModel w;
+  for (int i = 0; i < 10; ++i) w.Observe(Online(100));
+  for (int i = 0; i < 3; ++i) w.Observe(Online(81));
+  for (int i = 0; i < 2; ++i) w.Observe(Online(47));
+  w.Observe(Online(32));
+  NodeState node = test::Node("n", 2, 24576);
+  node.cards[0].usage = {47, 0, 0, 1, 0, 0, 0, ComputePolicy::kFixedShare};  // 53 free
+  node.cards[1].usage = {32, 0, 0, 1, 0, 0, 0, ComputePolicy::kFixedShare};  // 68 free
+  EXPECT_EQ(ChooseCards(node, Online(32), &w)->containers[0].cards[0].uuid, "GPU-n-1");
+  // A 21 % gap is all but lost, a 36 % gap mostly filled.
+  EXPECT_GT(w.Fragmentation(Free({21}, -1)), 20);
+  EXPECT_LT(w.Fragmentation(Free({36}, -1)), 5);
+}
+
 TEST(Fragmentation, NodeCostIsTheGrowthOfFragmentation) {
   WorkloadModel w;
   for (int i = 0; i < 10; ++i) w.Observe(Online(50));
@@ -207,7 +226,9 @@ TEST(Fragmentation, NodeCostIsTheGrowthOfFragmentation) {
   const double on_exact = test::CostOf(exact, pod, NodePolicy::kFragmentation, &w);
   const double on_empty = test::CostOf(empty, pod, NodePolicy::kFragmentation, &w);
   EXPECT_LT(on_exact, on_empty + 1e-9);
-  // A 30 % pod on the empty card leaves 70 (usable): on the half card it leaves 20 (lost).
+  // With 70 % pods as well, a 30 % pod on the empty card leaves 70 (a 70 % pod fills it): on the half card
+  // it leaves 20 (lost).
+  for (int i = 0; i < 10; ++i) w.Observe(Online(70));
   PodRequest small = Online(30);
   EXPECT_LT(test::CostOf(empty, small, NodePolicy::kFragmentation, &w),
             test::CostOf(exact, small, NodePolicy::kFragmentation, &w));
