@@ -33,6 +33,11 @@ void WorkloadModel::Age() {
 }
 
 void WorkloadModel::Observe(const PodRequest& pod) {
+  Learn(pod);
+  if (stale_) Rebuild();
+}
+
+void WorkloadModel::Learn(const PodRequest& pod) {
   if (pod.qos != Qos::kOnline) return;
   if (pod.containers.empty()) return;
   for (const ContainerRequest& c : pod.containers) {
@@ -54,10 +59,11 @@ void WorkloadModel::Observe(const PodRequest& pod) {
     }
     total_ += increment_;
   }
-  Rebuild();
+  stale_ = true;
 }
 
 void WorkloadModel::Rebuild() {
+  stale_ = false;
   models_.clear();
   double cpu = 0, memory = 0, core = 0;
   for (const Shape& s : shapes_) {
@@ -79,7 +85,10 @@ void WorkloadModel::Rebuild() {
 
 void WorkloadModel::SetClusterFree(std::map<std::string, double, std::less<>> free_by_product) {
   cluster_free_ = std::move(free_by_product);
-  SetPressure();
+  if (stale_)
+    Rebuild();  // sets the pressure too
+  else
+    SetPressure();
 }
 
 void WorkloadModel::SetPressure() {

@@ -48,6 +48,10 @@ class WorkloadModel {
   // Adds the pod's shapes, one per GPU container. Offline pods and pods without GPU containers are not the
   // workload whose fragmentation counts.
   void Observe(const PodRequest& pod);
+  // Observe without building the tables Fragmentation reads: the next SetClusterFree builds them. For a
+  // publisher that learns pod by pod and publishes a copy now and then (ModelPublisher): the tables cost
+  // more than the learning.
+  void Learn(const PodRequest& pod);
   bool Empty() const { return total_ == 0; }
 
   // Expected unusable free core on the node (0 while nothing was observed), less what its model's pressure
@@ -93,6 +97,7 @@ class WorkloadModel {
 
   std::vector<Shape> shapes_;
   double decay_;
+  bool stale_ = false;      // shapes learned since the tables were built
   double increment_ = 1.0;  // weights are stored unaged; increment_ grows instead (rescaled when large)
   double total_ = 0;
   std::vector<std::string> models_;  // every model some shape names, sorted; tables_[i] is for models_[i]

@@ -149,6 +149,30 @@ TEST(Fragmentation, UnboundPodsLeaveAPressedModelToThePodsBoundToIt) {
             test::CostOf(on_g2, any, NodePolicy::kFragmentation, &w));
 }
 
+// A publisher learns pod by pod and builds the tables when it publishes: the published model decides exactly
+// as one that observed every pod.
+TEST(Fragmentation, LearnedShapesCountOnceTheClusterIsSet) {
+  WorkloadModel observed, learned;
+  std::vector<PodRequest> pods = {Online(81),  Online(47),     Online(32),
+                                  Online(100), Online(200, 2), Online(47)};
+  pods[2].gpu_models = {"T4"};
+  for (const PodRequest& pod : pods) {
+    observed.Observe(pod);
+    learned.Learn(pod);
+  }
+  const std::map<std::string, double, std::less<>> free = {{"T4", 300}, {"V100", 900}};
+  observed.SetClusterFree(free);
+  learned.SetClusterFree(free);
+  for (const NodeFree& node : {Free({53, 68}, 8000), Free({19, 100}, -1), Free({36}, 500)}) {
+    NodeFree t4 = node;
+    t4.product = "T4";
+    EXPECT_DOUBLE_EQ(learned.Fragmentation(node), observed.Fragmentation(node));
+    EXPECT_DOUBLE_EQ(learned.Fragmentation(t4), observed.Fragmentation(t4));
+  }
+  EXPECT_GT(learned.Pressure("T4"), 0);
+  EXPECT_DOUBLE_EQ(learned.Pressure("T4"), observed.Pressure("T4"));
+}
+
 TEST(Fragmentation, OlderShapesDecay) {
   WorkloadModel w(0.5);
   w.Observe(Online(80));

@@ -27,7 +27,7 @@ ModelPublisher::Published ModelPublisher::Observe(const PodRequest& pod,
       learned_order_.pop_front();
     }
   }
-  learning_.Observe(pod);
+  learning_.Learn(pod);
   if (++unpublished_ >= kPublishEvery || published_.model->Empty()) {
     learning_.SetClusterFree(cluster_free ? cluster_free() : FreeCoreByProduct{});
     published_ = Published{std::make_shared<const WorkloadModel>(learning_), published_.version + 1};
