@@ -17,9 +17,11 @@
 // is mgpu's binpack (best fit), also the paper's default, except under the fragmentation policy.
 //
 // Offline is no policy: the pods that have arrived at the 100 % mark (and all of them, for 130 %) are
-// packed at once.
+// packed at once. Offline-arrival packs them the same way but in arrival order: what knowing the whole list
+// buys without choosing the order.
 //
-//   build/bench/mgpu_trace_replay [--traces default,gpushare40] [--policies bestfit,offline] [--seeds 10]
+//   build/bench/mgpu_trace_replay [--traces default,gpushare40] [--policies bestfit,offline,offline-arrival]
+//                                 [--seeds 10]
 //                                 [--first-seed 42] [--trace-dir DIR] [--threads 2] [--limit N]
 #include <algorithm>
 #include <atomic>
@@ -112,12 +114,21 @@ std::vector<TracePod> LoadPods(const std::string& path) {
   return pods;
 }
 
-enum class Policy { kRandom, kBestFit, kPacking, kBinpack, kSpread, kFragmentation, kOffline };
+enum class Policy {
+  kRandom,
+  kBestFit,
+  kPacking,
+  kBinpack,
+  kSpread,
+  kFragmentation,
+  kOffline,
+  kOfflineArrival
+};
 const std::vector<std::pair<Policy, std::string>> kPolicies = {
     {Policy::kRandom, "Random"},      {Policy::kBestFit, "BestFit"},
     {Policy::kPacking, "Packing"},    {Policy::kBinpack, "mgpu-binpack"},
     {Policy::kSpread, "mgpu-spread"}, {Policy::kFragmentation, "mgpu-fragmentation"},
-    {Policy::kOffline, "Offline"}};
+    {Policy::kOffline, "Offline"},    {Policy::kOfflineArrival, "Offline-arrival"}};
 
 // Pod kinds for the failure breakdown.
 enum Kind { kCpuOnly, kShare, kOneGpu, kMultiGpu, kKinds };
@@ -332,22 +343,25 @@ class Recorder {
 // growth under a workload model that has seen every pod of the list. Not a scheduler anyone could run
 // online, but an estimate of what the same pods could fill. First-fit decreasing by GPU then CPU, the
 // textbook heuristic, leaves 6-9 % of the GPUs unallocated at 100 % (CPU runs out beside free cards), far
-// worse than mgpu online, so it is no reference.
+// worse than mgpu online, so it is no reference. With `keep_order` every pod goes in arrival order.
 struct Packed {
   double allocated = 0;  // % of cluster GPUs
   int failed[kKinds] = {};
   double failed_cpu_milli = 0;
 };
 
-Packed PackOffline(const std::vector<TraceNode>& trace_nodes, std::vector<TracePod> pods, double total_gpus) {
-  const auto whole = std::stable_partition(pods.begin(), pods.end(), [](const TracePod& p) {
-    return KindOf(p) == kOneGpu || KindOf(p) == kMultiGpu;
-  });
-  std::stable_sort(pods.begin(), whole, [](const TracePod& a, const TracePod& b) {
-    if (a.num_gpu != b.num_gpu) return a.num_gpu > b.num_gpu;
-    if (a.models.empty() != b.models.empty()) return b.models.empty();
-    return a.cpu_milli > b.cpu_milli;
-  });
+Packed PackOffline(const std::vector<TraceNode>& trace_nodes, std::vector<TracePod> pods, double total_gpus,
+                   bool keep_order) {
+  if (!keep_order) {
+    const auto whole = std::stable_partition(pods.begin(), pods.end(), [](const TracePod& p) {
+      return KindOf(p) == kOneGpu || KindOf(p) == kMultiGpu;
+    });
+    std::stable_sort(pods.begin(), whole, [](const TracePod& a, const TracePod& b) {
+      if (a.num_gpu != b.num_gpu) return a.num_gpu > b.num_gpu;
+      if (a.models.empty() != b.models.empty()) return b.models.empty();
+      return a.cpu_milli > b.cpu_milli;
+    });
+  }
   std::vector<SimNode> nodes = EmptyCluster(trace_nodes);
   WorkloadModel workload(1.0);
   for (const TracePod& p : pods) workload.Observe(RequestOf(p));
@@ -381,7 +395,7 @@ Packed PackOffline(const std::vector<TraceNode>& trace_nodes, std::vector<TraceP
 }
 
 RunResult ReplayOffline(const std::vector<TraceNode>& trace_nodes, const std::vector<TracePod>& sorted,
-                        uint32_t seed, size_t limit) {
+                        uint32_t seed, size_t limit, bool keep_order) {
   double total_gpus = 0, total_cpu = 0;
   for (const auto& n : trace_nodes) total_gpus += n.gpus, total_cpu += static_cast<double>(n.cpu_milli);
   std::mt19937_64 rng(seed);
@@ -391,8 +405,8 @@ RunResult ReplayOffline(const std::vector<TraceNode>& trace_nodes, const std::ve
   for (double arrived = 0; at100 < pods.size() && arrived * 100.0 / total_gpus < 100.0; ++at100)
     arrived += GpusOf(pods[at100]);
   RunResult out;
-  const Packed first = PackOffline(trace_nodes, {pods.begin(), pods.begin() + at100}, total_gpus);
-  const Packed all = PackOffline(trace_nodes, pods, total_gpus);
+  const Packed first = PackOffline(trace_nodes, {pods.begin(), pods.begin() + at100}, total_gpus, keep_order);
+  const Packed all = PackOffline(trace_nodes, pods, total_gpus, keep_order);
   std::fill(std::begin(out.allocated), std::end(out.allocated), NAN);
   out.allocated[kMark100] = first.allocated;
   out.allocated[kMark130] = all.allocated;
@@ -404,7 +418,8 @@ RunResult ReplayOffline(const std::vector<TraceNode>& trace_nodes, const std::ve
 
 RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<TracePod>& sorted,
                  Policy policy, uint32_t seed, size_t limit) {
-  if (policy == Policy::kOffline) return ReplayOffline(trace_nodes, sorted, seed, limit);
+  if (policy == Policy::kOffline || policy == Policy::kOfflineArrival)
+    return ReplayOffline(trace_nodes, sorted, seed, limit, policy == Policy::kOfflineArrival);
   double total_gpus = 0, total_cpu = 0;
   for (const auto& n : trace_nodes) total_gpus += n.gpus, total_cpu += static_cast<double>(n.cpu_milli);
   std::mt19937_64 rng(seed);
@@ -583,7 +598,7 @@ int Main(int argc, char** argv) {
     } else {
       std::cerr
           << "usage: mgpu_trace_replay [--traces a,b] [--policies random,bestfit,packing,binpack,spread,"
-             "fragmentation,offline] "
+             "fragmentation,offline,offline-arrival] "
              "[--seeds N] [--first-seed S] [--trace-dir DIR] [--threads N] [--limit PODS]\n";
       return 2;
     }
