@@ -61,7 +61,7 @@ class RawClient {
     while (all.find("\r\n\r\n") == std::string::npos && recv(fd_, &byte, 1, 0) == 1) all += byte;
     const size_t at = all.find("Content-Length: ");
     size_t length = at == std::string::npos ? 0 : std::stoul(all.substr(at + 16));
-    while (length > 0 && recv(fd_, &byte, 1, 0) == 1, length > 0) {
+    while (length > 0 && recv(fd_, &byte, 1, 0) == 1) {
       all += byte;
       --length;
     }
