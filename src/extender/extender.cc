@@ -81,18 +81,16 @@ Extender::FactsRef Extender::FactsOf(const nlohmann::json& pod) {
 
 FilterResult Extender::Filter(const ExtenderArgs& args) {
   const FactsRef facts = FactsOf(args.pod);
-  FilterVerdicts verdicts =
-      FilterPod(*cache_.Snapshot(), args.node_names, facts->request, model_, memo_, cache_.config());
+  FilterResult result{
+      FilterPod(*cache_.Snapshot(), args.node_names, facts->request, model_, memo_, cache_.config()), {}};
   if (!facts->request.ok()) {
     metrics_.CountFilterFailure("invalid_request");
-    spdlog::info("filter pod={}/{}: {}", kube::MetadataString(args.pod, "namespace"),
-                 kube::MetadataString(args.pod, "name"), facts->request.message());
+    spdlog::info("filter pod={}: {}", facts->key, facts->request.message());
   }
-  metrics_.CountFilterFailure("no_inventory", verdicts.no_inventory);
-  metrics_.CountFilterFailure("bad_inventory", verdicts.bad_inventory);
-  metrics_.CountFilterFailure("insufficient", verdicts.insufficient);
-  return FilterResult{std::move(verdicts.passed), std::move(verdicts.failed),
-                      std::move(verdicts.unresolvable), ""};
+  metrics_.CountFilterFailure("no_inventory", result.no_inventory);
+  metrics_.CountFilterFailure("bad_inventory", result.bad_inventory);
+  metrics_.CountFilterFailure("insufficient", result.insufficient);
+  return result;
 }
 
 std::vector<HostScore> Extender::Prioritize(const ExtenderArgs& args) {

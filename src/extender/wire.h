@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/decision_memo.h"
 #include "common/result.h"
 
 namespace mgpu::extender {
@@ -32,10 +33,8 @@ struct ExtenderArgs {
   std::shared_ptr<std::string> buffer_;  // the padded body node_items point into
 };
 
-struct FilterResult {
-  std::vector<size_t> passed;  // indexes into ExtenderArgs::node_names
-  std::map<std::string, std::string> failed;
-  std::map<std::string, std::string> unresolvable;
+// The filter's verdicts (passed: indexes into ExtenderArgs::node_names), or an error for the whole request.
+struct FilterResult : FilterVerdicts {
   std::string error;
 };
 std::string EncodeFilterResult(const ExtenderArgs& args, const FilterResult& result);
