@@ -93,7 +93,7 @@ void PodTracker::Stop() {
 bool PodTracker::Synced() const { return informer_ && informer_->HasSynced(); }
 
 void PodTracker::Upsert(const kube::Json& object) {
-  NodePod pod = ReadNodePod(object, config_, workloads_.Resolve(object));
+  NodePod pod = NodePodOf(workloads_.Read(object, config_));
   {
     std::lock_guard lock(mu_);
     auto& tracked = pods_[pod.key];
@@ -198,7 +198,7 @@ std::optional<std::vector<NodePod>> PodTracker::Relist() {
   }
   std::vector<NodePod> out;
   if (auto items = list->find("items"); items != list->end() && items->is_array()) {
-    for (const kube::Json& item : *items) out.push_back(ReadNodePod(item, config_, workloads_.Resolve(item)));
+    for (const kube::Json& item : *items) out.push_back(NodePodOf(workloads_.Read(item, config_)));
   }
   return out;
 }
