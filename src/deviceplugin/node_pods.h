@@ -18,9 +18,9 @@
 #include "common/model.h"
 #include "common/pod_facts.h"
 #include "common/request.h"
+#include "deviceplugin/allocated_pods.h"
 #include "deviceplugin/allocation.h"
 #include "deviceplugin/devices.h"
-#include "deviceplugin/pod_resources.h"
 
 namespace mgpu::dp {
 
