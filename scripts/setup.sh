@@ -4,13 +4,14 @@
 #   --packages-only: install the missing packages and stop (the images' build stage caches that layer apart
 #   from the sources).
 #   MGPU_SETUP=daemons: only what building the daemons needs, configured without tests and benchmarks (the
-#   images' build stage, deploy/docker/); unset or "all": everything, test tools included.
+#   images' build stage, deploy/docker/); unset or "all": everything the tests and benchmarks need;
+#   "ci": also clang for the sanitizer and fuzz stages of scripts/test.sh --all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 setup=${MGPU_SETUP:-all}
-if [ "$setup" != all ] && [ "$setup" != daemons ]; then
-  echo "setup: MGPU_SETUP must be all or daemons, not '$setup'" >&2
+if [ "$setup" != all ] && [ "$setup" != daemons ] && [ "$setup" != ci ]; then
+  echo "setup: MGPU_SETUP must be all, ci or daemons, not '$setup'" >&2
   exit 2
 fi
 packages_only=0
@@ -26,12 +27,12 @@ packages=(
   libssl-dev zlib1g-dev libbrotli-dev libsimdjson-dev
 )
 cmake_options=()
-if [ "$setup" = all ]; then
+if [ "$setup" != daemons ]; then
   packages+=(
     libgtest-dev libgmock-dev googletest libbenchmark-dev openssl
     prometheus  # promtool and prometheus, for the tests of /metrics and deploy/monitoring/
-    clang libclang-rt-14-dev
   )
+  [ "$setup" != ci ] || packages+=(clang libclang-rt-14-dev)
   # kubectl for the kustomize test (Debian's kubernetes-client); a kubectl already installed by another
   # package owns /usr/bin/kubectl, and is used instead.
   command -v kubectl >/dev/null || packages+=(kubernetes-client)
