@@ -7,10 +7,14 @@
 # the state folder, every port is the port base plus a fixed offset, every process is stopped by its pid.
 #
 #   scripts/cluster.sh up [--state-dir DIR] [--port-base N] [--no-kubelet] [--api-nodes N]
-#                         [--api-node-cards SPEC] [--inventory FILE]
+#                         [--api-node-cards SPEC] [--confirm-after-ms MS] [--scheduler-qps N]
+#                         [--inventory FILE]
 #   scripts/cluster.sh deploy [--state-dir DIR]   mgpu as an operator installs it (scripts/cluster-deploy.sh)
 #   scripts/cluster.sh status [--state-dir DIR]   each component, running or not; exit 1 when one is down
 #   scripts/cluster.sh logs [--state-dir DIR] [--lines N]   every component's last lines
+#   scripts/cluster.sh restart NAME [--state-dir DIR] [--signal KILL|TERM]   kills a component (default
+#                                                 SIGKILL: a crash) and starts it again as it was started
+#   scripts/cluster.sh pause|resume NAME [--state-dir DIR]   stops a component (SIGTERM), starts it again
 #   scripts/cluster.sh down [--state-dir DIR]     stops everything, unmounts, deletes the bridge, keeps logs
 #   scripts/cluster.sh binaries                   prints the folder of the Kubernetes binaries
 #
@@ -19,7 +23,9 @@
 # DIR/kubeconfig (cluster admin), DIR/env (KUBECONFIG, the ports, the binaries' folder; source it) and
 # DIR/logs/. --api-nodes N adds N nodes that only exist in the API server (nodes api-node-0000 ...), with the
 # cards of --api-node-cards (`COUNTxMiB` per node, comma-separated shapes taken in turn; default 2x24576),
-# kept Ready by mgpu-api-nodes (src/tools/); build it first (bash scripts/setup.sh mgpu-api-nodes).
+# kept Ready by mgpu-api-nodes (src/tools/); build it first (bash scripts/setup.sh mgpu-api-nodes). With
+# --confirm-after-ms it also stands in for their device plugins (writes gpu-allocated that long after a bind).
+# --scheduler-qps: kube-scheduler's client QPS and burst (default: kube-scheduler's own, 50 and 100).
 # --inventory: the kubelet node's cards for the device plugin's static backend (deploy/overlays/
 # static-test-node; default tests/realcluster/inventory.yaml).
 #
@@ -54,8 +60,16 @@ port_base=${MGPU_CLUSTER_PORT_BASE:-36400}
 with_kubelet=1
 api_nodes=0
 api_node_cards=2x24576
+confirm_after_ms=0
+scheduler_qps=""
 inventory=$repo/tests/realcluster/inventory.yaml
 lines=30
+signal=KILL
+target=""
+if { [ "$command" = restart ] || [ "$command" = pause ] || [ "$command" = resume ]; } && [ $# -gt 0 ]; then
+  target=$1
+  shift
+fi
 while [ $# -gt 0 ]; do
   case "$1" in
     --state-dir) state=$2; shift 2 ;;
@@ -63,8 +77,11 @@ while [ $# -gt 0 ]; do
     --no-kubelet) with_kubelet=0; shift ;;
     --api-nodes) api_nodes=$2; shift 2 ;;
     --api-node-cards) api_node_cards=$2; shift 2 ;;
+    --confirm-after-ms) confirm_after_ms=$2; shift 2 ;;
+    --scheduler-qps) scheduler_qps=$2; shift 2 ;;
     --inventory) inventory=$2; shift 2 ;;
     --lines) lines=$2; shift 2 ;;
+    --signal) signal=$2; shift 2 ;;
     *) die "unknown argument $1 (see the usage at the top of the script)" ;;
   esac
 done
@@ -135,9 +152,36 @@ running() {
 start() {  # name, command...
   local name=$1
   shift
-  mkdir -p "$state/pids" "$state/logs"
+  mkdir -p "$state/pids" "$state/logs" "$state/commands"
+  printf '%q ' "$@" >"$state/commands/$name"
   setsid "$@" >>"$state/logs/$name.log" 2>&1 </dev/null 9>&- &
   echo $! >"$state/pids/$name"
+}
+
+# Kills a component with `signal` and starts it again with the command it was started with; waits until it
+# answers again.
+restart() {
+  [ -n "$target" ] && [ -f "$state/commands/$target" ] ||
+    die "restart needs the name of a component of the cluster in $state (one of: $(ls "$state/commands" 2>/dev/null | tr '\n' ' '))."
+  bin=$(grep -s '^export MGPU_K8S_BIN=' "$state/env" | cut -d= -f2-)
+  local pid
+  pid=$(pid_of "$target")
+  if [ "$command" != resume ] && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill -"$signal" "$pid"
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+  fi
+  [ "$command" != pause ] || return 0
+  echo "=== restarted by cluster.sh restart ($signal) ===" >>"$state/logs/$target.log"
+  local command
+  command=$(cat "$state/commands/$target")
+  eval "start $target $command"
+  case "$target" in
+    etcd) wait_for "etcd is up" 30 curl -sf "http://127.0.0.1:$etcd_port/health" ;;
+    kube-apiserver) wait_for "kube-apiserver is ready" 60 kctl get --raw /readyz ;;
+    containerd) wait_for "containerd is up" 30 "$bin/ctr" --address "$state/containerd/containerd.sock" version ;;
+    kubelet) wait_for "the kubelet is healthy" 60 curl -sf "http://127.0.0.1:$kubelet_healthz_port/healthz" ;;
+    *) true ;;
+  esac || die "$target did not come back after the restart; its last lines: $(tail -n 20 "$state/logs/$target.log")"
 }
 
 # Stops a component by its pid: SIGTERM, then SIGKILL after `grace` seconds.
@@ -248,6 +292,9 @@ write_scheduler_config() {
   grep -q "urlPrefix: https://$extender_host:$extender_port" "$state/scheduler-config.yaml" ||
     die "deploy/extender/scheduler-config.yaml no longer has the urlPrefix this script replaces."
   printf 'leaderElection:\n  leaderElect: false\n' >>"$state/scheduler-config.yaml"
+  if [ -n "$scheduler_qps" ]; then
+    sed -i "s|^clientConnection:|clientConnection:\n  qps: $scheduler_qps\n  burst: $scheduler_qps|" "$state/scheduler-config.yaml"
+  fi
 }
 
 write_node_configs() {
@@ -330,8 +377,8 @@ import_base_images() {
   images=$(bash "$repo/scripts/test-images.sh" base)
   local tar
   for tar in $images; do
-    "$bin/ctr" --address "$state/containerd/containerd.sock" -n k8s.io images import "$tar" >/dev/null ||
-      die "ctr could not import $tar."
+    "$bin/ctr" --address "$state/containerd/containerd.sock" -n k8s.io images import "$tar" >/dev/null \
+      2>"$state/logs/ctr-import.log" || die "ctr could not import $tar: $(tail -3 "$state/logs/ctr-import.log")"
   done
 }
 
@@ -439,7 +486,8 @@ EOF
   if [ "$api_nodes" -gt 0 ]; then
     local tool=${MGPU_BUILD_DIR:-$repo/build}/src/tools/mgpu-api-nodes
     [ -x "$tool" ] || die "$tool is not built (bash scripts/setup.sh mgpu-api-nodes)."
-    start api-nodes "$tool" --kubeconfig "$state/kubeconfig" --nodes "$api_nodes" --cards "$api_node_cards"
+    start api-nodes "$tool" --kubeconfig "$state/kubeconfig" --nodes "$api_nodes" --cards "$api_node_cards" \
+      --confirm-after-ms "$confirm_after_ms"
     wait_for "$api_nodes API-only nodes are Ready" 300 api_nodes_ready || fail_up api-nodes
   fi
   echo "cluster.sh: up; source $state/env (KUBECONFIG=$state/kubeconfig)" >&2
@@ -559,7 +607,10 @@ case "$command" in
   down) down ;;
   status) status ;;
   logs) logs ;;
+  restart) restart ;;
+  pause) signal=TERM; restart ;;
+  resume) restart ;;
   deploy) exec bash "$repo/scripts/cluster-deploy.sh" "$state" ;;
   binaries) k8s_binaries ;;
-  *) die "usage: scripts/cluster.sh up|deploy|status|logs|down|binaries [options] (see the top of the script)" ;;
+  *) die "usage: scripts/cluster.sh up|deploy|status|logs|restart|pause|resume|down|binaries [options] (see the top of the script)" ;;
 esac
