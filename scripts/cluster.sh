@@ -27,7 +27,7 @@
 # --confirm-after-ms it also stands in for their device plugins (writes gpu-allocated that long after a bind).
 # --scheduler-qps: kube-scheduler's client QPS and burst (default: kube-scheduler's own, 50 and 100).
 # --inventory: the kubelet node's cards for the device plugin's static backend (deploy/overlays/
-# static-test-node; default tests/realcluster/inventory.yaml).
+# static-test-node; default its inventory.yaml).
 #
 # Binaries: MGPU_K8S_BIN (a folder with kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and,
 # for a kubelet, kubelet, containerd, containerd-shim-runc-v2, ctr); by default the archives of
@@ -62,14 +62,10 @@ api_nodes=0
 api_node_cards=2x24576
 confirm_after_ms=0
 scheduler_qps=""
-inventory=$repo/tests/realcluster/inventory.yaml
+inventory=$repo/deploy/overlays/static-test-node/inventory.yaml
 lines=30
 signal=KILL
 target=""
-if { [ "$command" = restart ] || [ "$command" = pause ] || [ "$command" = resume ]; } && [ $# -gt 0 ]; then
-  target=$1
-  shift
-fi
 while [ $# -gt 0 ]; do
   case "$1" in
     --state-dir) state=$2; shift 2 ;;
@@ -82,7 +78,13 @@ while [ $# -gt 0 ]; do
     --inventory) inventory=$2; shift 2 ;;
     --lines) lines=$2; shift 2 ;;
     --signal) signal=$2; shift 2 ;;
-    *) die "unknown argument $1 (see the usage at the top of the script)" ;;
+    -*) die "unknown argument $1 (see the usage at the top of the script)" ;;
+    *)
+      case "$command" in
+        restart | pause | resume) [ -z "$target" ] || die "one component at a time, not $target and $1."; target=$1; shift ;;
+        *) die "unknown argument $1 (see the usage at the top of the script)" ;;
+      esac
+      ;;
   esac
 done
 mkdir -p "$state"
