@@ -98,12 +98,13 @@ std::string EncodeInventory(const NodeInventory& inventory) {
                      {"memoryMiB", c.memory_mib},
                      {"healthy", c.healthy}});
   }
-  return json{{"cards", std::move(cards)},
+  json out = {{"cards", std::move(cards)},
               {"memoryUnitMiB", inventory.memory_unit_mib},
               {"isolation", Name(inventory.isolation)},
               {"version", inventory.version},
-              {"heartbeat", inventory.heartbeat}}
-      .dump();
+              {"heartbeat", inventory.heartbeat}};
+  if (inventory.stopping) out["stopping"] = true;
+  return out.dump();
 }
 
 Result<NodeInventory> DecodeInventory(std::string_view text) {
@@ -138,6 +139,7 @@ Result<NodeInventory> DecodeInventory(std::string_view text) {
   }
   inv.version = f.String("version");
   inv.heartbeat = f.Int("heartbeat", 0);
+  if (error.empty() && j->contains("stopping")) inv.stopping = f.Bool("stopping");
   if (!error.empty()) return Error{"gpu-inventory: " + error};
   return inv;
 }
