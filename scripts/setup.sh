@@ -33,7 +33,7 @@ if [ "$setup" = all ]; then
     clang libclang-rt-14-dev
     # The real cluster of the tests (scripts/cluster.sh; its Kubernetes binaries come from ../shared/k8s/):
     # etcd, runc, the CNI plugins, busybox for the test images, and the tools the script calls.
-    etcd-server runc containernetworking-plugins busybox-static iproute2 curl util-linux
+    etcd-server runc containernetworking-plugins busybox-static iproute2 curl util-linux jq bc
   )
   # kubectl for the kustomize test (Debian's kubernetes-client); a kubectl already installed by another
   # package owns /usr/bin/kubectl, and is used instead.
