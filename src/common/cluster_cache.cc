@@ -277,7 +277,8 @@ void ClusterCache::UpsertNode(const json& node) {
     // A stopping plugin's node keeps its cards and pods in view (kubectl mgpu, the metrics) but takes no new
     // pod: the kubelet would fail its admission once the plugin is gone.
     if (inventory->stopping)
-      entry.problem = "node " + name + "'s mgpu-device-plugin is stopping; its cards take no new pods until it is back";
+      entry.problem =
+          "node " + name + "'s mgpu-device-plugin is stopping; its cards take no new pods until it is back";
     entry.inventory = std::move(*inventory);
   }
   if (!entry.problem.empty()) spdlog::warn("node={} {}", name, entry.problem);

@@ -195,7 +195,8 @@ std::string EncodeAssumeTime(int64_t unix_ns) { return std::to_string(unix_ns); 
 
 Result<int64_t> DecodeAssumeTime(std::string_view text) {
   if (text.size() > 32)  // not echoed: a sentence stays a sentence
-    return Error{"gpu-assume-time is " + std::to_string(text.size()) + " characters long, not unix nanoseconds"};
+    return Error{"gpu-assume-time is " + std::to_string(text.size()) +
+                 " characters long, not unix nanoseconds"};
   int64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || v < 0) {

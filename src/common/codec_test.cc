@@ -40,7 +40,8 @@ TEST(Codec, InventoryWireFormatUsesTheDocumentedKeys) {
       R"("heartbeat":1763900000,"isolation":"hami-core","memoryUnitMiB":16,"version":"0.1.0"})");
 }
 
-// A stopping plugin's inventory says so; an inventory without the key (every earlier plugin's) is not stopping.
+// A stopping plugin's inventory says so; an inventory without the key (every earlier plugin's) is not
+// stopping.
 TEST(Codec, InventoryStoppingRoundTripsAndDefaultsToFalse) {
   NodeInventory inv = SampleInventory();
   inv.stopping = true;

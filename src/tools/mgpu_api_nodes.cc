@@ -70,15 +70,17 @@ std::string NodeName(const std::string& prefix, int i) {
 std::vector<Card> CardsOf(const std::string& node, const Shape& shape) {
   std::vector<Card> cards;
   for (int c = 0; c < shape.cards; ++c)
-    cards.push_back(Card{c, "GPU-" + node + "-" + std::to_string(c), "mgpu-api-" + std::to_string(shape.memory_mib / 1024) + "g",
-                         shape.memory_mib, true});
+    cards.push_back(Card{c, "GPU-" + node + "-" + std::to_string(c),
+                         "mgpu-api-" + std::to_string(shape.memory_mib / 1024) + "g", shape.memory_mib,
+                         true});
   return cards;
 }
 
 // The Node a kubelet with mgpu's device plugin would register for these cards.
 Json NodeObject(const std::string& name, const std::vector<Card>& cards, const Config& config) {
   const kube::MetadataPatch metadata = dp::NodeMetadata(cards, config, MGPU_VERSION, std::time(nullptr));
-  Json labels = {{"kubernetes.io/hostname", name}, {"kubernetes.io/os", "linux"}, {"mgpu.io/api-only", "true"}};
+  Json labels = {
+      {"kubernetes.io/hostname", name}, {"kubernetes.io/os", "linux"}, {"mgpu.io/api-only", "true"}};
   for (const auto& [key, value] : metadata.labels)
     if (value) labels[key] = *value;
   Json annotations = Json::object();
@@ -92,27 +94,30 @@ Json NodeObject(const std::string& name, const std::vector<Card>& cards, const C
     resources[FullName(r, names)] = std::to_string(devices);
   }
   const std::string now = kube::NowRfc3339();
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata", {{"name", name}, {"labels", labels}, {"annotations", annotations}}},
-          {"spec", Json::object()},
-          {"status",
-           {{"capacity", resources},
-            {"allocatable", resources},
-            {"conditions",
-             {{{"type", "Ready"},
-               {"status", "True"},
-               {"reason", "KubeletReady"},
-               {"message", "an API-only node of mgpu-api-nodes"},
-               {"lastHeartbeatTime", now},
-               {"lastTransitionTime", now}}}},
-            {"nodeInfo", {{"kubeletVersion", "v0.0.0-api-only"}, {"architecture", "amd64"}, {"operatingSystem", "linux"}}}}}};
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata", {{"name", name}, {"labels", labels}, {"annotations", annotations}}},
+      {"spec", Json::object()},
+      {"status",
+       {{"capacity", resources},
+        {"allocatable", resources},
+        {"conditions",
+         {{{"type", "Ready"},
+           {"status", "True"},
+           {"reason", "KubeletReady"},
+           {"message", "an API-only node of mgpu-api-nodes"},
+           {"lastHeartbeatTime", now},
+           {"lastTransitionTime", now}}}},
+        {"nodeInfo",
+         {{"kubeletVersion", "v0.0.0-api-only"}, {"architecture", "amd64"}, {"operatingSystem", "linux"}}}}}};
 }
 
 // "2026-11-26T02:23:41.123456Z", a Lease's MicroTime.
 std::string NowMicro() {
   const auto now = std::chrono::system_clock::now();
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
+  const auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
   std::string seconds = kube::NowRfc3339();  // "...Z"
   char frac[16];
   std::snprintf(frac, sizeof frac, ".%06ld", static_cast<long>(us));
@@ -137,10 +142,13 @@ class ApiNodes {
       if (!created.ok() && created.http_status() != 409)
         return Error{"could not create node " + nodes_[i] + ": " + created.message()};
       // A node's status is written through its status subresource (a create may drop it).
-      kube::ApiResult status = client_.MergePatch(kube::kNodes, "", nodes_[i], {{"status", node["status"]}}, "status");
-      if (!status.ok()) return Error{"could not set the status of node " + nodes_[i] + ": " + status.message()};
+      kube::ApiResult status =
+          client_.MergePatch(kube::kNodes, "", nodes_[i], {{"status", node["status"]}}, "status");
+      if (!status.ok())
+        return Error{"could not set the status of node " + nodes_[i] + ": " + status.message()};
       if (!created.ok()) {
-        kube::ApiResult meta = client_.MergePatch(kube::kNodes, "", nodes_[i], {{"metadata", node["metadata"]}});
+        kube::ApiResult meta =
+            client_.MergePatch(kube::kNodes, "", nodes_[i], {{"metadata", node["metadata"]}});
         if (!meta.ok()) return Error{"could not update node " + nodes_[i] + ": " + meta.message()};
       }
     }
@@ -199,7 +207,8 @@ class ApiNodes {
         if (!renewed.ok()) spdlog::warn("node={} lease not renewed: {}", node, renewed.message());
       }
       std::unique_lock<std::mutex> lock(mu_);
-      leases_.WaitFor(lock, std::chrono::duration_cast<std::chrono::milliseconds>(round + lease_renew_ - Clock::now()));
+      leases_.WaitFor(
+          lock, std::chrono::duration_cast<std::chrono::milliseconds>(round + lease_renew_ - Clock::now()));
     }
   }
 
@@ -211,7 +220,8 @@ class ApiNodes {
     const std::string key = pod["metadata"].value("namespace", "") + "/" + pod["metadata"].value("name", "");
     std::lock_guard<std::mutex> lock(mu_);
     if (!seen_.insert(key).second) return;
-    due_.push_back({Clock::now() + confirm_after_, key, annotations[names.gpu_assignment].get<std::string>()});
+    due_.push_back(
+        {Clock::now() + confirm_after_, key, annotations[names.gpu_assignment].get<std::string>()});
     due_changed_.notify_all();
   }
 
@@ -224,7 +234,8 @@ class ApiNodes {
           confirmer_.WaitFor(lock, std::chrono::milliseconds(1000));
           continue;
         }
-        const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(due_.front().at - Clock::now());
+        const auto wait =
+            std::chrono::duration_cast<std::chrono::milliseconds>(due_.front().at - Clock::now());
         if (wait.count() > 0) {
           confirmer_.WaitFor(lock, wait);
           continue;
@@ -236,7 +247,8 @@ class ApiNodes {
       const size_t slash = next.key.find('/');
       kube::MetadataPatch patch;
       patch.annotations[names.gpu_allocated] = next.assignment;
-      kube::ApiResult patched = client_.PatchPodMetadata(next.key.substr(0, slash), next.key.substr(slash + 1), patch);
+      kube::ApiResult patched =
+          client_.PatchPodMetadata(next.key.substr(0, slash), next.key.substr(slash + 1), patch);
       if (!patched.ok() && !patched.IsNotFound())
         spdlog::warn("pod={} gpu-allocated not written: {}", next.key, patched.message());
     }
@@ -269,7 +281,8 @@ class ApiNodes {
 int main(int argc, char** argv) {
   using namespace mgpu;
   std::map<std::string, std::string> flags;
-  if (!ParseFlags(argc, argv, {"kubeconfig", "nodes", "cards", "config", "prefix", "confirm-after-ms", "lease-renew-s"},
+  if (!ParseFlags(argc, argv,
+                  {"kubeconfig", "nodes", "cards", "config", "prefix", "confirm-after-ms", "lease-renew-s"},
                   {}, flags) ||
       flags["nodes"].empty()) {
     std::cerr << "usage: mgpu-api-nodes --kubeconfig FILE --nodes N [--cards 2x24576[,8x81920,...]] "
@@ -287,10 +300,12 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   const int count = std::atoi(flags["nodes"].c_str());
-  const int confirm_after_ms = flags["confirm-after-ms"].empty() ? 0 : std::atoi(flags["confirm-after-ms"].c_str());
+  const int confirm_after_ms =
+      flags["confirm-after-ms"].empty() ? 0 : std::atoi(flags["confirm-after-ms"].c_str());
   const int lease_renew_s = flags["lease-renew-s"].empty() ? 20 : std::atoi(flags["lease-renew-s"].c_str());
   if (count < 1 || count > 100000 || confirm_after_ms < 0 || lease_renew_s < 1) {
-    std::cerr << "mgpu-api-nodes: --nodes must be 1 to 100000, --confirm-after-ms 0 or more, --lease-renew-s 1 or more\n";
+    std::cerr << "mgpu-api-nodes: --nodes must be 1 to 100000, --confirm-after-ms 0 or more, --lease-renew-s "
+                 "1 or more\n";
     return kExitUsage;
   }
   Result<kube::ClusterConfig> cluster = kube::ResolveClusterConfig(flags["kubeconfig"]);
@@ -310,7 +325,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < count; ++i) nodes.push_back(NodeName(prefix, i));
 
   TerminationSignals signals;  // before any thread starts
-  ApiNodes api_nodes(**client, std::move(*config), nodes, std::move(*shapes), confirm_after_ms, lease_renew_s);
+  ApiNodes api_nodes(**client, std::move(*config), nodes, std::move(*shapes), confirm_after_ms,
+                     lease_renew_s);
   if (Status s = api_nodes.CreateNodes(); !s.ok()) {
     spdlog::error("{}", s.message());
     return kExitServe;
@@ -318,7 +334,9 @@ int main(int argc, char** argv) {
   api_nodes.Start();
   spdlog::info("{} API-only nodes ({}0000 ...) created; renewing their leases every {} s{}", count, prefix,
                lease_renew_s,
-               confirm_after_ms > 0 ? ", confirming assignments " + std::to_string(confirm_after_ms) + " ms late" : "");
+               confirm_after_ms > 0
+                   ? ", confirming assignments " + std::to_string(confirm_after_ms) + " ms late"
+                   : "");
   const int signal = signals.Wait();
   spdlog::info("signal {}: stopping", signal);
   api_nodes.Stop();

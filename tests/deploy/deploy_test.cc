@@ -540,16 +540,18 @@ TEST_F(Deploy, StaticTestNodeOverlayIsTheBaseWithStaticCardsOnTheNodesNetwork) {
 
   const json* config_map = RenderedObject(overlay, "ConfigMap", "mgpu-config");
   ASSERT_NE(config_map, nullptr);
-  Result<Config> config = ParseConfig(config_map->at("data").at("config.yaml").get<std::string>(), "mgpu-config");
+  Result<Config> config =
+      ParseConfig(config_map->at("data").at("config.yaml").get<std::string>(), "mgpu-config");
   ASSERT_TRUE(config.ok()) << config.message();
   EXPECT_EQ(config->device_plugin.gpu_backend, "static");
   const json* inventory = RenderedObject(overlay, "ConfigMap", "mgpu-static-inventory");
   ASSERT_NE(inventory, nullptr);
   const fs::path file = config->device_plugin.static_inventory_file;
   ASSERT_TRUE(inventory->at("data").contains(file.filename().string())) << file;
-  EXPECT_TRUE(dp::StaticBackend::ParseCards(inventory->at("data").at(file.filename().string()).get<std::string>(),
-                                            "mgpu-static-inventory")
-                  .ok());
+  EXPECT_TRUE(
+      dp::StaticBackend::ParseCards(inventory->at("data").at(file.filename().string()).get<std::string>(),
+                                    "mgpu-static-inventory")
+          .ok());
 
   const json* plugin = RenderedObject(overlay, "DaemonSet", "mgpu-device-plugin");
   const json* extender = RenderedObject(overlay, "Deployment", "mgpu-scheduler-extender");
@@ -560,7 +562,8 @@ TEST_F(Deploy, StaticTestNodeOverlayIsTheBaseWithStaticCardsOnTheNodesNetwork) {
     EXPECT_TRUE(pod.value("hostNetwork", false));
     EXPECT_EQ(pod.value("dnsPolicy", ""), "ClusterFirstWithHostNet");
     std::map<std::string, std::string> env;
-    for (const json& e : pod["containers"][0].value("env", json::array())) env[e["name"]] = e.value("value", "");
+    for (const json& e : pod["containers"][0].value("env", json::array()))
+      env[e["name"]] = e.value("value", "");
     EXPECT_EQ(env["KUBERNETES_SERVICE_HOST"], "127.0.0.1");
     EXPECT_FALSE(env["KUBERNETES_SERVICE_PORT"].empty());
   }
@@ -608,8 +611,8 @@ TEST_F(Deploy, ProbesReachTheAddressesTheDaemonsListenOn) {
         int number = port.is_number() ? port.get<int>() : 0;
         for (const json& p : container.value("ports", json::array()))
           if (port.is_string() && p.value("name", "") == port.get<std::string>()) number = p["containerPort"];
-        EXPECT_EQ(number, listen->port) << name << " " << probe << " calls port " << port << " but it listens on "
-                                        << address;
+        EXPECT_EQ(number, listen->port)
+            << name << " " << probe << " calls port " << port << " but it listens on " << address;
       }
     }
   }

@@ -380,8 +380,8 @@ TEST_F(DaemonTest, PublishesTheNodeAndUpdatesItOnAHealthChange) {
   EXPECT_TRUE(WaitUntil([&] { return !Events("GPUAllocationFailed", kNode).empty(); }, kWait));
 }
 
-// On Stop (SIGTERM) the plugin first says in its inventory that it is stopping, so the extender stops choosing
-// the node before the kubelet loses the plugin; the next plugin's first publication takes it back.
+// On Stop (SIGTERM) the plugin first says in its inventory that it is stopping, so the extender stops
+// choosing the node before the kubelet loses the plugin; the next plugin's first publication takes it back.
 TEST_F(DaemonTest, SaysItIsStoppingBeforeItStopsAndTheNextPluginTakesItBack) {
   StartNode();
   ASSERT_TRUE(WaitUntil([&] { return Inventory().has_value(); }, kWait));
@@ -438,16 +438,17 @@ TEST_F(DaemonTest, LookAlikesSwapCardsWithoutAWarningThroughAPluginRestart) {
 
 TEST_F(DaemonTest, AWorkloadsAnnotationsAreReadIntoThePodsShape) {
   // "elder" asks guaranteed-burst-share on itself; "younger" through its Deployment (via its ReplicaSet), as
-  // the extender reads it (DESIGN §3). So they are look-alikes: the younger, admitted first, takes the elder's
-  // card as a normal swap. Read without the workload, they would be an ambiguous pair and the swap a
+  // the extender reads it (DESIGN §3). So they are look-alikes: the younger, admitted first, takes the
+  // elder's card as a normal swap. Read without the workload, they would be an ambiguous pair and the swap a
   // GPUAllocationDiffers Warning.
-  ASSERT_TRUE(api_.Create("deployments", {{"apiVersion", "apps/v1"},
-                                          {"kind", "Deployment"},
-                                          {"metadata",
-                                           {{"name", "web"},
-                                            {"namespace", "default"},
-                                            {"annotations", {{kNames.compute_policy, "guaranteed-burst-share"}}}}}})
-                  .ok());
+  ASSERT_TRUE(
+      api_.Create("deployments", {{"apiVersion", "apps/v1"},
+                                  {"kind", "Deployment"},
+                                  {"metadata",
+                                   {{"name", "web"},
+                                    {"namespace", "default"},
+                                    {"annotations", {{kNames.compute_policy, "guaranteed-burst-share"}}}}}})
+          .ok());
   const auto owned_by = [](const char* kind, const char* name) {
     return json::array({{{"apiVersion", "apps/v1"}, {"kind", kind}, {"name", name}, {"controller", true}}});
   };

@@ -41,14 +41,14 @@ const ResourceNames kNames = Config().Names();
 constexpr auto kWait = 120s;
 constexpr int64_t kCardMemoryMiB = 24576;  // deploy/overlays/static-test-node/inventory.yaml
 
-struct Run {
+struct Output {
   int rc = 0;
   std::string out;
 };
 
 // Runs a shell command; its stdout and stderr together.
-Run Shell(const std::string& command) {
-  Run run;
+Output Shell(const std::string& command) {
+  Output run;
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
   if (!pipe) return {127, "popen failed"};
   char buffer[4096];
@@ -68,12 +68,12 @@ class RealCluster : public ::testing::Test {
     cluster_ = "bash " + kRepo + "/scripts/cluster.sh";
     options_ = " --state-dir " + state_ + " --port-base " + (base && *base ? base : "36400");
     fs::create_directories(state_);
-    const Run binaries = Shell(cluster_ + " binaries" + options_);
+    const Output binaries = Shell(cluster_ + " binaries" + options_);
     if (binaries.rc == 3) {
       skip_ = binaries.out;
       return;
     }
-    const Run up = Shell(cluster_ + " up" + options_ + " && " + cluster_ + " deploy" + options_);
+    const Output up = Shell(cluster_ + " up" + options_ + " && " + cluster_ + " deploy" + options_);
     if (up.rc != 0) {
       failure_ = "the cluster did not come up with mgpu deployed:\n" + up.out + Logs();
       return;
@@ -109,7 +109,8 @@ class RealCluster : public ::testing::Test {
     if (!skip_.empty() || !failure_.empty()) return;
     ExpectConsistent();
     if (HasFailure()) std::cerr << Logs();
-    Shell(kubectl_ + " delete deployments,pods --all -n default --grace-period=0 --force --wait=true --timeout=60s");
+    Shell(kubectl_ +
+          " delete deployments,pods --all -n default --grace-period=0 --force --wait=true --timeout=60s");
   }
 
   static std::string Trimmed(std::string s) {
@@ -121,17 +122,15 @@ class RealCluster : public ::testing::Test {
 
   // An mgpu pod whose container prints its environment, then what the guard does with a 1 MiB and a
   // too-large allocation and one launch over the test's fake driver, then sleeps.
-  static json MgpuPod(const std::string& name, int core, int64_t memory_mib, json annotations = json::object(),
-                      bool offline = false) {
+  static json MgpuPod(const std::string& name, int core, int64_t memory_mib,
+                      json annotations = json::object(), bool offline = false) {
     json limits = {{offline ? kNames.reclaimed_core : kNames.core, std::to_string(core)},
                    {kNames.memory, std::to_string(memory_mib)}};
     if (offline) annotations["katalyst.kubewharf.io/qos_level"] = "reclaimed_cores";
     return {{"apiVersion", "v1"},
             {"kind", "Pod"},
             {"metadata", {{"name", name}, {"namespace", "default"}, {"annotations", annotations}}},
-            {"spec",
-             {{"terminationGracePeriodSeconds", 1},
-              {"containers", {Workload("c", limits)}}}}};
+            {"spec", {{"terminationGracePeriodSeconds", 1}, {"containers", {Workload("c", limits)}}}}};
   }
 
   static json Workload(const std::string& name, const json& limits) {
@@ -171,7 +170,7 @@ class RealCluster : public ::testing::Test {
     std::vector<std::string> lines;
     WaitUntil(
         [&] {
-          const Run logs = Shell(kubectl_ + " logs -n default " + pod);
+          const Output logs = Shell(kubectl_ + " logs -n default " + pod);
           if (logs.rc != 0 || logs.out.find("\ndone\n") == std::string::npos) return false;
           std::istringstream in(logs.out);
           lines.clear();
@@ -201,7 +200,8 @@ class RealCluster : public ::testing::Test {
                 return pod["status"].value("phase", "") == "Running" && Allocated(pod).has_value();
               },
               kWait))
-        return ::testing::AssertionFailure() << name << " is not Running with gpu-allocated: " << Pod(name).dump();
+        return ::testing::AssertionFailure()
+               << name << " is not Running with gpu-allocated: " << Pod(name).dump();
     }
     return ::testing::AssertionSuccess();
   }
@@ -226,13 +226,13 @@ class RealCluster : public ::testing::Test {
           u.core += s.core;
           u.reclaimed_core += s.reclaimed_core;
           u.memory_mib += s.memory_mib;
-          EXPECT_EQ(env.count("MGPU_MEMORY_MIB") ? env.at("MGPU_MEMORY_MIB") : "", std::to_string(s.memory_mib))
+          EXPECT_EQ(env.count("MGPU_MEMORY_MIB") ? env.at("MGPU_MEMORY_MIB") : "",
+                    std::to_string(s.memory_mib))
               << name;
-          if (s.core > 0) EXPECT_EQ(env.count("MGPU_CORE_PERCENT") ? env.at("MGPU_CORE_PERCENT") : "", std::to_string(s.core)) << name;
-          if (s.reclaimed_core > 0)
-            EXPECT_EQ(env.count("MGPU_RECLAIMED_CORE_PERCENT") ? env.at("MGPU_RECLAIMED_CORE_PERCENT") : "",
-                      std::to_string(s.reclaimed_core))
-                << name;
+          const char* core_key = s.core > 0 ? "MGPU_CORE_PERCENT" : "MGPU_RECLAIMED_CORE_PERCENT";
+          EXPECT_EQ(env.count(core_key) ? env.at(core_key) : "",
+                    std::to_string(s.core > 0 ? s.core : s.reclaimed_core))
+              << name;
         }
         EXPECT_EQ(env.count("MGPU_VISIBLE_CARDS") ? env.at("MGPU_VISIBLE_CARDS") : "", uuids)
             << name << " container " << c.container;
@@ -250,7 +250,8 @@ class RealCluster : public ::testing::Test {
     Result<std::string> text = ReadFile(kSeeds + file);
     EXPECT_TRUE(text.ok()) << text.message();
     std::string yaml = text.ok() ? *text : "";
-    for (size_t at; (at = yaml.find("vke.volcengine.com")) != std::string::npos;) yaml.replace(at, 18, "mgpu.io");
+    for (size_t at; (at = yaml.find("vke.volcengine.com")) != std::string::npos;)
+      yaml.replace(at, 18, "mgpu.io");
     Result<std::vector<json>> docs = YamlDocumentsToJson(yaml);
     EXPECT_TRUE(docs.ok()) << docs.message();
     std::vector<json> out;
@@ -284,8 +285,8 @@ TEST_F(RealCluster, SeedScenariosLandWhereExpected) {
       kube::ApiResult created = Create(doc);
       ASSERT_TRUE(created.ok()) << file << ": " << created.message();
     }
-  ASSERT_TRUE(WaitUntil([] { return PodsOf("infer-online").size() == 2 && PodsOf("train-offline").size() == 2; },
-                        kWait));
+  ASSERT_TRUE(WaitUntil(
+      [] { return PodsOf("infer-online").size() == 2 && PodsOf("train-offline").size() == 2; }, kWait));
   std::vector<std::string> pods = PodsOf("infer-online");
   for (const std::string& p : PodsOf("train-offline")) pods.push_back(p);
   pods.push_back("spark-executor-1");
@@ -296,7 +297,9 @@ TEST_F(RealCluster, SeedScenariosLandWhereExpected) {
     if (name == "spark-executor-1") continue;
     const json pod = Pod(name);
     EXPECT_EQ(pod["spec"].value("nodeName", ""), "localhost");
-    for (const ContainerAssignment& c : Allocated(pod)->containers)
+    const std::optional<Assignment> allocated = Allocated(pod);
+    ASSERT_TRUE(allocated) << name;
+    for (const ContainerAssignment& c : allocated->containers)
       for (const CardShare& s : c.cards) {
         cards[s.uuid].core += s.core;
         cards[s.uuid].reclaimed_core += s.reclaimed_core;
@@ -339,14 +342,16 @@ TEST_F(RealCluster, TheGuardIsInTheContainer) {
   ASSERT_TRUE(RunningAndAllocated({"guarded"}));
   const std::vector<std::string> lines = Printed("guarded");
   const std::set<std::string> printed(lines.begin(), lines.end());
-  EXPECT_TRUE(printed.count("preload " + state_ + "/mgpu/lib/libmgpu-guard.so")) << ::testing::PrintToString(lines);
+  EXPECT_TRUE(printed.count("preload " + state_ + "/mgpu/lib/libmgpu-guard.so"))
+      << ::testing::PrintToString(lines);
   EXPECT_TRUE(printed.count("library present"));
   EXPECT_TRUE(printed.count("probe alloc 0")) << "1 MiB fits the cap";
   EXPECT_TRUE(printed.count("probe alloc 2")) << "MGPU_MEMORY_MIB + 1 is CUDA_ERROR_OUT_OF_MEMORY";
   int notices = 0;
   for (const std::string& line : lines)
     notices += line.rfind("probe mgpu-guard pid=", 0) == 0 &&
-               line.find(": libnvidia-ml.so.1 cannot be used, so compute shares are not enforced") != std::string::npos;
+               line.find(": libnvidia-ml.so.1 cannot be used, so compute shares are not enforced") !=
+                   std::string::npos;
   EXPECT_EQ(notices, 1) << "one line, once: " << ::testing::PrintToString(lines);
 }
 
@@ -360,7 +365,8 @@ TEST_F(RealCluster, LookAlikesAndAnOfflinePod) {
   EXPECT_EQ(PrintedEnv("offline")["MGPU_RECLAIMED_CORE_PERCENT"], "50");
   // 4 x 40 on two cards of 100: two per card.
   std::map<std::string, int> per_card;
-  for (int i = 0; i < 4; ++i) per_card[Allocated(Pod("alike-" + std::to_string(i)))->containers[0].cards[0].uuid]++;
+  for (int i = 0; i < 4; ++i)
+    per_card[Allocated(Pod("alike-" + std::to_string(i)))->containers[0].cards[0].uuid]++;
   EXPECT_EQ(per_card.size(), 2u);
 }
 
@@ -383,12 +389,14 @@ TEST_F(RealCluster, EveryComponentKilledMidRun) {
     for (const std::string& n : create(2)) all.push_back(n);
     if (std::string(component) == "plugin" || std::string(component) == "extender") {
       // The daemon's process in its container, killed as by the OOM killer: the kubelet restarts it.
-      const std::string binary = std::string(component) == "plugin" ? "/mgpu-device-plugin" : "/mgpu-scheduler-extender";
-      const Run killed = Shell("for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); case \"$c\" in \"" +
-                               binary + " --config\"*) kill -KILL ${p#/proc/} && echo killed;; esac; done");
+      const std::string binary =
+          std::string(component) == "plugin" ? "/mgpu-device-plugin" : "/mgpu-scheduler-extender";
+      const Output killed =
+          Shell("for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); case \"$c\" in \"" +
+                binary + " --config\"*) kill -KILL ${p#/proc/} && echo killed;; esac; done");
       EXPECT_NE(killed.out.find("killed"), std::string::npos) << killed.out;
     } else {
-      const Run restarted = Shell(cluster_ + " restart " + component + options_);
+      const Output restarted = Shell(cluster_ + " restart " + component + options_);
       ASSERT_EQ(restarted.rc, 0) << restarted.out;
     }
     for (const std::string& n : create(2)) all.push_back(n);
