@@ -264,6 +264,30 @@ class RealCluster : public ::testing::Test {
     return out;
   }
 
+  // How often the kubelet restarted the device plugin's container.
+  static int PluginRestarts() {
+    kube::ApiResult pods = client_->ListPods("mgpu-system", {"app.kubernetes.io/name=mgpu-device-plugin"});
+    int restarts = 0;
+    for (const json& pod : pods.ok() ? pods->value("items", json::array()) : json::array())
+      for (const json& c : pod["status"].value("containerStatuses", json::array()))
+        restarts += c.value("restartCount", 0);
+    return restarts;
+  }
+
+  // The plugin's container is ready and the plugin says (its /metrics) that the kubelet took its three
+  // registrations.
+  static bool PluginServes() {
+    kube::ApiResult pods = client_->ListPods("mgpu-system", {"app.kubernetes.io/name=mgpu-device-plugin"});
+    bool ready = false;
+    for (const json& pod : pods.ok() ? pods->value("items", json::array()) : json::array())
+      for (const json& c : pod["status"].value("containerStatuses", json::array()))
+        ready = c.value("ready", false);
+    const Output metrics =
+        Shell(". " + state_ + "/env && curl -s http://$MGPU_CLUSTER_NODE_IP:" +
+              "$MGPU_CLUSTER_PLUGIN_METRICS_PORT/metrics | grep -c '^mgpu_plugin_registered{.*} 1'");
+    return ready && Trimmed(metrics.out) == "1";
+  }
+
   static std::vector<std::string> PodsOf(const std::string& app) {
     std::vector<std::string> names;
     kube::ApiResult pods = client_->ListPods("default", {"app=" + app});
@@ -370,8 +394,11 @@ TEST_F(RealCluster, LookAlikesAndAnOfflinePod) {
   EXPECT_EQ(per_card.size(), 2u);
 }
 
-// Each component killed (SIGKILL) and restarted while pods are being created: every pod created before and
-// after ends Running with its environment, and no card is over-committed.
+// Each component killed (SIGKILL) and restarted while pods are being created: every pod created after the
+// restart ends Running with its environment, so does every pod created just before it, except that a pod
+// the kubelet was admitting when the plugin died may fail admission for good (UnexpectedAdmissionError, the
+// kubelet's rule for a plugin gone mid-call; README, Troubleshooting) and then holds no card; pods that ran
+// keep running; no card is over-committed.
 TEST_F(RealCluster, EveryComponentKilledMidRun) {
   int next = 0;
   const auto create = [&](int n) {
@@ -383,25 +410,53 @@ TEST_F(RealCluster, EveryComponentKilledMidRun) {
     }
     return names;
   };
-  std::vector<std::string> all;
-  for (const char* component : {"plugin", "extender", "kubelet", "containerd", "kube-apiserver", "etcd"}) {
+  std::vector<std::string> running;
+  int refused = 0;
+  for (const std::string component :
+       {"plugin", "extender", "kubelet", "containerd", "kube-apiserver", "etcd"}) {
     SCOPED_TRACE(component);
-    for (const std::string& n : create(2)) all.push_back(n);
-    if (std::string(component) == "plugin" || std::string(component) == "extender") {
+    const std::vector<std::string> before = create(2);
+    const int plugin_restarts = PluginRestarts();
+    if (component == "plugin" || component == "extender") {
       // The daemon's process in its container, killed as by the OOM killer: the kubelet restarts it.
-      const std::string binary =
-          std::string(component) == "plugin" ? "/mgpu-device-plugin" : "/mgpu-scheduler-extender";
+      const std::string binary = component == "plugin" ? "/mgpu-device-plugin" : "/mgpu-scheduler-extender";
       const Output killed =
           Shell("for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); case \"$c\" in \"" +
                 binary + " --config\"*) kill -KILL ${p#/proc/} && echo killed;; esac; done");
       EXPECT_NE(killed.out.find("killed"), std::string::npos) << killed.out;
+      // A plugin killed says nothing (no SIGTERM, no stopping inventory): until the kubelet has restarted it
+      // and it has registered again, a pod bound here fails admission (README, Troubleshooting). Wait for it.
+      if (component == "plugin") {
+        ASSERT_TRUE(WaitUntil([&] { return PluginRestarts() > plugin_restarts && PluginServes(); }, kWait));
+      }
     } else {
       const Output restarted = Shell(cluster_ + " restart " + component + options_);
       ASSERT_EQ(restarted.rc, 0) << restarted.out;
     }
-    for (const std::string& n : create(2)) all.push_back(n);
-    ASSERT_TRUE(RunningAndAllocated(all));
+    const std::vector<std::string> after = create(2);
+    for (const std::string& name : before) {
+      ASSERT_TRUE(WaitUntil(
+          [&] {
+            const json pod = Pod(name);
+            const std::string phase = pod["status"].value("phase", "");
+            return (phase == "Running" && Allocated(pod)) || phase == "Failed";
+          },
+          kWait))
+          << name << ": " << Pod(name).dump();
+      const json pod = Pod(name);
+      if (pod["status"].value("phase", "") == "Running") {
+        running.push_back(name);
+        continue;
+      }
+      EXPECT_EQ(component, "plugin") << name << " failed: " << pod["status"].dump();
+      EXPECT_EQ(pod["status"].value("reason", ""), "UnexpectedAdmissionError") << pod["status"].dump();
+      ++refused;
+    }
+    ASSERT_TRUE(RunningAndAllocated(after));
+    running.insert(running.end(), after.begin(), after.end());
+    ASSERT_TRUE(RunningAndAllocated(running)) << "every pod that ran still runs";
   }
+  EXPECT_LE(refused, 2) << "only pods in admission when the plugin died";
   ExpectConsistent();
 }
 
