@@ -36,7 +36,7 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 const std::string kRepo = MGPU_SOURCE_DIR;
-const std::string kSeeds = std::string(MGPU_SHARED_DIR) + "/fixtures/seed-scenarios/";
+const std::string kSeeds = std::string(MGPU_FIXTURES_DIR) + "/seed-scenarios/";
 const ResourceNames kNames = Config().Names();
 constexpr auto kWait = 120s;
 constexpr int64_t kCardMemoryMiB = 24576;  // deploy/overlays/static-test-node/inventory.yaml
