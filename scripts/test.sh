@@ -21,9 +21,10 @@ stage() {  # name, command...
 stage build bash scripts/setup.sh
 stage ctest ctest --test-dir "${MGPU_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" -LE realcluster "$@"
 # Real cluster (tests/realcluster/): cluster_smoke and the end-to-end suite, one at a time (one kubelet per
-# machine). On the 2-core VM, loaded by other builds: about 5 min (cluster_smoke 35 s; the suite 3.5-4.5 min:
-# cluster up 30 s, test images and mgpu deployed 15 s, the component kills 2-3.5 min of it); cold adds 12 s
-# to unpack the binaries, once per machine, into ~/.cache/mgpu-k8s.
+# machine). On the 2-core VM: 4-5 min at load 8 (cluster_smoke 35 s; the suite 3.5-4.5 min: cluster up 30 s,
+# test images and mgpu deployed 15 s, the component kills 2-3.5 min of it), 7.5 min at load 18; cold adds
+# 12 s to unpack the binaries, once per machine, into ~/.cache/mgpu-k8s. The test binary is built in the
+# build stage.
 stage realcluster ctest --test-dir "${MGPU_BUILD_DIR:-build}" --output-on-failure -L realcluster "$@"
 if [ "${MGPU_HARDENING:-1}" != 0 ]; then
   stage asan bash scripts/sanitize.sh asan
