@@ -544,7 +544,10 @@ stop_node() {
   fi
   ip link show "$bridge" >/dev/null 2>&1 && ip link delete "$bridge"
   rm -rf /var/lib/cni/results/mgpu-test-* 2>/dev/null || true
-  rm -f /var/lib/kubelet/device-plugins/kubelet.sock /var/lib/kubelet/device-plugins/mgpu*.sock 2>/dev/null || true
+  # The kubelet's sockets and device checkpoint in the folder that does not move with --root-dir: the next
+  # cluster's kubelet must not read this one's allocations.
+  rm -f /var/lib/kubelet/device-plugins/kubelet.sock /var/lib/kubelet/device-plugins/mgpu*.sock \
+    /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint 2>/dev/null || true
 }
 
 # Every mount under the state folder, deepest first.
