@@ -31,10 +31,15 @@ if [ "$setup" != daemons ]; then
   packages+=(
     libgtest-dev libgmock-dev googletest libbenchmark-dev openssl
     prometheus  # promtool and prometheus, for the tests of /metrics and deploy/monitoring/
+    # The real cluster of the tests (scripts/cluster.sh; its Kubernetes binaries come from ../shared/k8s/):
+    # etcd, runc, the CNI plugins, busybox for the test images, and the tools the script calls.
+    etcd-server runc containernetworking-plugins busybox-static iproute2 curl util-linux jq bc
   )
+  # clang for the sanitizer and fuzz stages of scripts/test.sh --all.
   [ "$setup" != ci ] || packages+=(clang libclang-rt-14-dev)
-  # kubectl for the kustomize test (Debian's kubernetes-client); a kubectl already installed by another
-  # package owns /usr/bin/kubectl, and is used instead.
+  # kubectl (Debian's kubernetes-client; a kubectl already installed by another package owns /usr/bin/kubectl,
+  # and is used instead). Debian 12's is 1.20, too old to render deploy/ (kustomize 2.1 or later): the deploy
+  # tests prefer the v1.36.2 kubectl of ../shared/k8s/, and say they are skipped when they have neither.
   command -v kubectl >/dev/null || packages+=(kubernetes-client)
 else
   # GoogleTest and Google Benchmark are not installed: their CMake packages are required only with these on.
