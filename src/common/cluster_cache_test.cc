@@ -228,15 +228,15 @@ TEST_F(CacheTest, ReserveTakesCapacityAtOnceAndUnreserveGivesItBack) {
 // A node whose plugin says it is stopping keeps its cards and pods in view but takes no new pod, with one
 // sentence, until the plugin publishes again (issue 28's stop window).
 TEST_F(CacheTest, StoppingPluginsNodeTakesNoNewPodUntilItIsBack) {
-  cache_.UpsertNode(Node("n", 1, 10000));
-  cache_.UpsertPod(Placed(Pod("p", 30, 1000), "n", names_.gpu_allocated, OneCard("n-gpu0", 30, 1000)));
+  cache_.UpsertNode(NodeOf(Node("n", 1, 10000)));
+  cache_.UpsertPod(PodOf(Placed(Pod("p", 30, 1000), "n", names_.gpu_allocated, OneCard("n-gpu0", 30, 1000))));
   nlohmann::json stopping = Node("n", 1, 10000);
   Result<NodeInventory> inventory =
       DecodeInventory(stopping["metadata"]["annotations"][names_.gpu_inventory].get<std::string>());
   ASSERT_TRUE(inventory.ok()) << inventory.message();
   inventory->stopping = true;
   stopping["metadata"]["annotations"][names_.gpu_inventory] = EncodeInventory(*inventory);
-  cache_.UpsertNode(stopping);
+  cache_.UpsertNode(NodeOf(stopping));
   EXPECT_EQ(CardOf("n", 0).usage.core, 30) << "its pods still count";
   EXPECT_EQ(snapshot_->Find("n")->problem,
             "node n's mgpu-device-plugin is stopping; its cards take no new pods until it is back");
@@ -244,7 +244,7 @@ TEST_F(CacheTest, StoppingPluginsNodeTakesNoNewPodUntilItIsBack) {
   Result<Assignment> refused =
       cache_.Reserve("n", Request(Pod("a", 10, 100)), "uid-a", now_, nullptr, deadline);
   EXPECT_EQ(refused.message(), snapshot_->Find("n")->problem);
-  cache_.UpsertNode(Node("n", 1, 10000));
+  cache_.UpsertNode(NodeOf(Node("n", 1, 10000)));
   EXPECT_TRUE(cache_.Reserve("n", Request(Pod("a", 10, 100)), "uid-a", now_, nullptr, deadline).ok());
 }
 
