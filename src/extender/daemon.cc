@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 
@@ -43,7 +44,10 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   if (!client.ok()) return Error{client.message()};
   client_ = std::move(*client);
   workloads_ = std::make_unique<kube::WorkloadResolver>(client_.get());
-  events_ = std::make_unique<kube::EventQueue>(*client_, "mgpu-scheduler-extender");
+  kube::EventLimits event_limits;
+  event_limits.per_second = static_cast<double>(config_.extender.events_per_second);
+  event_limits.burst = std::max(1.0, 10 * event_limits.per_second);
+  events_ = std::make_unique<kube::EventQueue>(*client_, "mgpu-scheduler-extender", event_limits);
   cache_ = std::make_unique<ClusterCache>(config_);
   if (config_.extender.leader_election) {
     elector_ = std::make_unique<LeaderElector>(*client_, config_.extender.lease_namespace,
