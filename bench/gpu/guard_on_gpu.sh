@@ -9,8 +9,8 @@ out=${OUT:-/tmp/mgpu-gpu}
 secs=${1:-10}
 mkdir -p "$out"
 lib=$out/libmgpu-guard.so
-g++ -std=c++20 -O2 -fPIC -shared -fvisibility=hidden -foptimize-sibling-calls -Isrc \
-  src/guard/guard.cc src/guard/state.cc -o "$lib" \
+g++ -std=c++20 -O2 -flto -fPIC -shared -fvisibility=hidden -fvisibility-inlines-hidden -foptimize-sibling-calls -Isrc \
+  src/guard/{process,driver,cards,memory,compute,settings,budget,state}.cc -o "$lib" \
   -ldl -lpthread -static-libstdc++ -static-libgcc -Wl,--no-undefined -Wl,--exclude-libs,ALL
 nvidia-smi --query-gpu=name,uuid,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)

@@ -1,0 +1,141 @@
+#include "guard/budget.h"
+
+#include <algorithm>
+#include <atomic>
+
+namespace mgpu::guard {
+namespace {
+
+template <typename T>
+std::atomic_ref<T> A(T& field) {
+  return std::atomic_ref<T>(field);
+}
+template <typename T>
+T Load(const T& field) {
+  return std::atomic_ref<T>(const_cast<T&>(field)).load();
+}
+
+// Whether a container's launches are held to its share by the budget.
+bool HeldToShare(const ContainerRecord& r) {
+  return r.qos == static_cast<uint32_t>(QosLevel::kOnline) &&
+         r.policy != static_cast<uint32_t>(SharePolicy::kNativeBurstShare);
+}
+
+}  // namespace
+
+bool ChargeSamples(const StateFile& f, UtilSample* samples, unsigned count, uint64_t since_us,
+                   uint64_t window_us, Usage& out) {
+  if (count == 0) return false;
+  std::sort(samples, samples + count, [](const auto& a, const auto& b) { return a.timeStamp < b.timeStamp; });
+  int64_t matched_busy[kMaxContainers] = {};
+  int64_t all_busy = 0;
+  uint64_t covered = 0;
+  bool matched = false;
+  uint64_t previous = since_us;
+  for (unsigned i = 0; i < count;) {
+    const uint64_t stamp = samples[i].timeStamp;
+    unsigned end = i;
+    uint64_t group = 0;
+    while (end < count && samples[end].timeStamp == stamp) group += samples[end++].smUtil;
+    uint64_t window = previous == 0 || stamp <= previous ? window_us : stamp - previous;
+    if (window > kMaxRefillGapUs) window = kMaxRefillGapUs;
+    covered += window;
+    for (; i < end; ++i) {
+      const uint64_t card = group > 100 ? group : 100;  // a group adding up to more is scaled to the card
+      const int64_t scaled = static_cast<int64_t>(uint64_t{samples[i].smUtil} * window * 100 / card);
+      all_busy += scaled;
+      for (const ProcessSlot& p : f.processes) {
+        if (Load(p.in_use) && static_cast<uint32_t>(p.pid) == samples[i].pid &&
+            p.container < kMaxContainers) {
+          matched_busy[p.container] += scaled;
+          matched = true;
+        }
+      }
+    }
+    previous = stamp;
+  }
+  if (covered == 0) covered = 1;
+  out = Usage{};
+  out.newest_us = previous;
+  out.total = static_cast<uint32_t>(std::min<int64_t>(all_busy / static_cast<int64_t>(covered), 100));
+  uint64_t launches = 0;
+  uint64_t recent[kMaxContainers] = {};
+  for (uint32_t i = 0; i < kMaxContainers; ++i) {
+    const ContainerRecord& r = f.containers[i];
+    recent[i] = Load(r.launches) - r.launches_at_refill;
+    launches += recent[i];
+  }
+  for (uint32_t i = 0; i < kMaxContainers; ++i) {
+    if (matched) {
+      out.busy[i] = matched_busy[i];
+    } else {
+      out.busy[i] =
+          launches ? all_busy * static_cast<int64_t>(recent[i]) / static_cast<int64_t>(launches) : 0;
+    }
+    const int64_t percent = out.busy[i] / static_cast<int64_t>(covered);
+    out.util[i] = static_cast<uint32_t>(percent > 100 ? 100 : percent);
+  }
+  return true;
+}
+
+RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t now_ns) {
+  const uint64_t last = f.header.last_refill_ns;
+  uint64_t dt_us = last == 0 ? kRefillNs / 1000 : (now_ns - last) / 1000;
+  if (dt_us > kMaxRefillGapUs) dt_us = kMaxRefillGapUs;
+  Usage usage;  // charged only when samples arrive: late, never lost
+  RefillOutcome outcome = RefillOutcome::kIdle;
+  if (ChargeSamples(f, samples, count, f.header.nvml_last_seen_us, dt_us, usage)) {
+    f.header.nvml_last_seen_us = usage.newest_us;
+    f.header.last_sample_ns = now_ns;
+    outcome = RefillOutcome::kMeasured;
+  } else if (f.header.last_sample_ns == 0) {
+    outcome = RefillOutcome::kNeverMeasured;
+  } else if (f.header.last_sample_ns + kStaleSampleNs >
+             now_ns) {  // NVML samples every ~1/6 s: the rate stands
+    usage.total = f.header.card_util_percent;
+    for (uint32_t i = 0; i < kMaxContainers; ++i) usage.util[i] = f.containers[i].util_percent;
+    outcome = RefillOutcome::kKept;
+  }  // else no process ran on the card lately: 0
+  // What each container claims of the card: what it used and, while it wants to run (launched since the last
+  // refill or is waiting) under a share, at least that share. Processes NVML shows that no container owns
+  // claim what they used. A guaranteed-burst-share container may use what the others leave, never less than
+  // its share; so a burster gives way as soon as a container below its share wants it back.
+  int64_t claim[kMaxContainers] = {};
+  int64_t claimed = 0;
+  int64_t used = 0;
+  for (uint32_t i = 0; i < kMaxContainers; ++i) {
+    const ContainerRecord& r = f.containers[i];
+    if (!Load(r.in_use)) continue;
+    const bool wants = Load(r.launches) != r.launches_at_refill || Load(r.waiting) > 0;
+    claim[i] = usage.util[i];
+    if (HeldToShare(r) && wants && claim[i] < r.share_percent) claim[i] = r.share_percent;
+    claimed += claim[i];
+    used += usage.util[i];
+  }
+  const int64_t strangers = usage.total > used ? usage.total - used : 0;
+  for (uint32_t i = 0; i < kMaxContainers; ++i) {
+    ContainerRecord& r = f.containers[i];
+    if (!A(r.in_use).load()) continue;
+    r.util_percent = usage.util[i];
+    r.launches_at_refill = A(r.launches).load();
+    if (!HeldToShare(r)) continue;
+    int64_t gain = r.share_percent;
+    if (r.policy == static_cast<uint32_t>(SharePolicy::kGuaranteedBurstShare)) {
+      const int64_t others = strangers + claimed - claim[i];
+      const int64_t left = others >= 100 ? 0 : 100 - others;
+      if (left > gain) gain = left;
+    }
+    // Use is charged when NVML reports it, a sample period (about 1/6 s) late: the credit may hold what is
+    // gained over a burst and that lag, or the charge of a period's use would find its gain thrown away; and
+    // it may owe up to a second of the whole card, since a debt forgiven is compute taken beyond the share.
+    const int64_t most = gain * (kBurstUs + kSampleLagUs);
+    int64_t credit = A(r.credit).load() + gain * static_cast<int64_t>(dt_us) - usage.busy[i];
+    credit = credit > most ? most : (credit < kMostDebt ? kMostDebt : credit);
+    A(r.credit).store(credit);
+  }
+  f.header.card_util_percent = usage.total;
+  A(f.header.last_refill_ns).store(now_ns);
+  return outcome;
+}
+
+}  // namespace mgpu::guard

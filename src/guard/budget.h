@@ -1,0 +1,93 @@
+// The guard's compute rules as plain arithmetic over one card's shared state (state.h): how NVML's samples
+// are charged to containers, how the budgets refill (the share, the debt a container may owe, the burst it
+// may save, what guaranteed-burst-share may take of idle compute) and what holds a launch (the share; online
+// work, for an offline container). No I/O, no clock, no lock, no allocation: the caller passes the time and
+// holds the card lock where a function says so. compute.cc is the edge that reads NVML and the clock and
+// sleeps; the unit tests and the simulated card (testing/sim_card.h) call these directly.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "guard/cuda_api.h"
+#include "guard/state.h"
+
+namespace mgpu::guard {
+
+inline constexpr uint64_t kRefillNs = 20'000'000;        // budgets are refilled at most this often
+inline constexpr int64_t kBurstUs = 100'000;             // a full budget: the share for this long
+inline constexpr uint64_t kMaxRefillGapUs = 1'000'000;   // a refill or a sample counts for at most this long
+inline constexpr uint64_t kStaleSampleNs = 500'000'000;  // no new samples for this long: the card is idle
+inline constexpr int64_t kSampleLagUs = 250'000;         // NVML reports use this late, at most
+inline constexpr int64_t kMostDebt = -100 * 1'000'000;   // percent x microseconds: a second of the card
+
+// One of NVML's per-process utilisation samples, as NVML gives them: pid, timeStamp (CLOCK_REALTIME
+// microseconds) and smUtil are read.
+using UtilSample = nvmlProcessUtilizationSample_t;
+
+// The use one batch of new samples shows.
+struct Usage {
+  int64_t busy[kMaxContainers] = {};   // percent x microseconds to charge each container
+  uint32_t util[kMaxContainers] = {};  // each container's percent of the time the samples cover
+  uint32_t total = 0;                  // the card's percent
+  uint64_t newest_us = 0;              // the newest sample's stamp
+};
+
+// Charges `count` new samples (sorted here by stamp) to the containers of `f`, matched to its process slots
+// by pid. A sample stands for the window since the previous sample's stamp (since `since_us` for the first;
+// `window_us` when there is no earlier stamp), at most kMaxRefillGapUs: when processes time-share the card,
+// the driver reports one process per window, so a process is charged for the windows it held. Samples at one
+// stamp share its window, scaled to the card when they add up to more. When no sample's pid is a guarded
+// process's (a pid namespace hides host pids from the driver), the card's total is split by the launches each
+// container made since the last refill. False, and `out` untouched, when there are no samples.
+bool ChargeSamples(const StateFile& f, UtilSample* samples, unsigned count, uint64_t since_us,
+                   uint64_t window_us, Usage& out);
+
+// True when card `f`'s budgets are due for a refill at `now_ns` (CLOCK_MONOTONIC). Lock-free; ask again
+// under the card lock before refilling. Another process may have refilled after `now_ns` was read: a later
+// stamp means not due.
+inline bool RefillDue(const StateFile& f, uint64_t now_ns) {
+  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(f.header.last_refill_ns)).load() + kRefillNs <=
+         now_ns;
+}
+
+enum class RefillOutcome {
+  kMeasured,       // new samples were charged
+  kKept,           // none new, but the last rates are recent enough to stand
+  kIdle,           // none new for a while: no process ran on the card
+  kNeverMeasured,  // NVML has never reported a sample on this card
+};
+
+// Refills every container's budget on card `f` at `now_ns`: each held to a share gains it
+// (guaranteed-burst-share also what the other containers leave idle) and is charged what `samples` (NVML's
+// new ones, maybe none) show it used. Updates the records' rates and the card's stamps. Under the card lock,
+// when RefillDue.
+RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t now_ns);
+
+// The budget a container record starts with: a full burst of its share.
+inline int64_t StartingCredit(uint32_t share_percent) {
+  return static_cast<int64_t>(share_percent) * kBurstUs;
+}
+
+// How long an offline launch at `now_ns` still waits for online work that last launched at
+// `online_last_launch_ns` (0: it goes): until that launch is `release_ns` old (a launch stamped after
+// `now_ns` was read waits the longer).
+inline uint64_t OfflineWaitNs(uint64_t online_last_launch_ns, uint64_t now_ns, uint64_t release_ns) {
+  if (online_last_launch_ns == 0 || online_last_launch_ns + release_ns <= now_ns) return 0;
+  return online_last_launch_ns + release_ns - now_ns;
+}
+
+// A launch of container `r` passed at `now_ns`: counts it and, for an online container, stamps the card's
+// last online launch (never backwards). Lock-free.
+inline void NoteLaunch(StateFile& f, ContainerRecord& r, QosLevel qos, uint64_t now_ns) {
+  if (qos == QosLevel::kOnline) {
+    std::atomic_ref<uint64_t> stamp(f.header.online_last_launch_ns);
+    uint64_t seen = stamp.load();
+    while (seen < now_ns && !stamp.compare_exchange_weak(seen, now_ns)) {
+    }
+  }
+  std::atomic_ref<uint64_t>(r.launches).fetch_add(1);
+  std::atomic_ref<uint64_t>(r.last_launch_ns).store(now_ns);
+}
+
+}  // namespace mgpu::guard

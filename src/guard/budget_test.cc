@@ -1,0 +1,218 @@
+// The compute rules (budget.h) on a card state in memory: no processes, no clock, no NVML.
+#include "guard/budget.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+
+namespace mgpu::guard {
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;  // ns
+
+UtilSample S(uint32_t pid, uint64_t stamp_us, uint32_t sm_percent) {
+  UtilSample s{};
+  s.pid = pid;
+  s.timeStamp = stamp_us;
+  s.smUtil = sm_percent;
+  return s;
+}
+
+class BudgetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    f_ = std::make_unique<StateFile>();
+    InitState(*f_, "GPU-test");
+  }
+
+  // Adds a container with one process of pid `pid`; returns its record index.
+  uint32_t Add(uint32_t pid, uint32_t share, SharePolicy policy, QosLevel qos = QosLevel::kOnline) {
+    const uint32_t i = next_++;
+    ContainerRecord& r = f_->containers[i];
+    r.in_use = 1;
+    snprintf(r.token, sizeof(r.token), "c%u", i);
+    r.qos = static_cast<uint32_t>(qos);
+    r.policy = static_cast<uint32_t>(policy);
+    r.share_percent = share;
+    r.credit = StartingCredit(share);
+    ProcessSlot& p = f_->processes[i];
+    p.in_use = 1;
+    p.container = i;
+    p.pid = static_cast<int32_t>(pid);
+    return i;
+  }
+  ContainerRecord& R(uint32_t i) { return f_->containers[i]; }
+  void Launched(uint32_t i) { ++R(i).launches; }
+
+  std::unique_ptr<StateFile> f_;
+  uint32_t next_ = 0;
+};
+
+TEST_F(BudgetTest, AContainerStartsWithAFullBurstOfItsShare) {
+  EXPECT_EQ(StartingCredit(30), 30 * kBurstUs);
+  EXPECT_EQ(StartingCredit(0), 0);
+}
+
+TEST_F(BudgetTest, FixedShareGainsItsShareAndPaysWhatItUsed) {
+  const uint32_t a = Add(10, 30, SharePolicy::kFixedShare);
+  R(a).credit = 0;
+  // First refill: a period's gain (20 ms of 30 percent), nothing measured.
+  EXPECT_EQ(Refill(*f_, nullptr, 0, 1000 * kMs), RefillOutcome::kNeverMeasured);
+  EXPECT_EQ(R(a).credit, 30 * 20'000);
+  // 100 ms later, NVML shows the process busy at 80 percent over the 100 ms since the last sample it gave.
+  f_->header.nvml_last_seen_us = 5'000'000;
+  UtilSample s[] = {S(10, 5'100'000, 80)};
+  EXPECT_EQ(Refill(*f_, s, 1, 1100 * kMs), RefillOutcome::kMeasured);
+  EXPECT_EQ(R(a).credit, 30 * 20'000 + 30 * 100'000 - 80 * 100'000);
+  EXPECT_EQ(R(a).util_percent, 80u);
+  EXPECT_EQ(f_->header.card_util_percent, 80u);
+  EXPECT_EQ(f_->header.nvml_last_seen_us, 5'100'000u);
+  EXPECT_EQ(f_->header.last_refill_ns, 1100 * kMs);
+}
+
+TEST_F(BudgetTest, ARefillIsDueOncePerPeriodAndNotBeforeALaterStamp) {
+  f_->header.last_refill_ns = 1000 * kMs;
+  EXPECT_FALSE(RefillDue(*f_, 1000 * kMs + kRefillNs - 1));
+  EXPECT_TRUE(RefillDue(*f_, 1000 * kMs + kRefillNs));
+  EXPECT_FALSE(RefillDue(*f_, 990 * kMs));  // another process refilled after this one read its clock
+}
+
+TEST_F(BudgetTest, DebtStopsAtASecondOfTheWholeCard) {
+  const uint32_t a = Add(10, 10, SharePolicy::kFixedShare);
+  f_->header.last_refill_ns = 1000 * kMs;
+  f_->header.nvml_last_seen_us = 1'000'000;
+  // Samples for three seconds of the whole card, against a 10 percent share.
+  UtilSample s[] = {S(10, 2'000'000, 100), S(10, 3'000'000, 100), S(10, 4'000'000, 100)};
+  Refill(*f_, s, 3, 1020 * kMs);
+  EXPECT_EQ(R(a).credit, kMostDebt);
+}
+
+TEST_F(BudgetTest, CreditSavesUpABurstAndNVMLsLagAtMost) {
+  const uint32_t a = Add(10, 30, SharePolicy::kFixedShare);
+  for (uint64_t t = 1; t <= 100; ++t) Refill(*f_, nullptr, 0, t * 1000 * kMs);  // idle for 100 s
+  EXPECT_EQ(R(a).credit, 30 * (kBurstUs + kSampleLagUs));
+}
+
+TEST_F(BudgetTest, NativeBurstShareAndOfflineAreNotHeldToAShare) {
+  const uint32_t native = Add(10, 30, SharePolicy::kNativeBurstShare);
+  const uint32_t offline = Add(11, 30, SharePolicy::kFixedShare, QosLevel::kOffline);
+  R(native).credit = -5;
+  R(offline).credit = -5;
+  f_->header.nvml_last_seen_us = 1'000'000;
+  UtilSample s[] = {S(10, 1'100'000, 50), S(11, 1'100'000, 50)};
+  Refill(*f_, s, 2, 1000 * kMs);
+  EXPECT_EQ(R(native).credit, -5);
+  EXPECT_EQ(R(offline).credit, -5);
+  EXPECT_EQ(R(native).util_percent, 50u);  // measured all the same, for /metrics
+}
+
+TEST_F(BudgetTest, GuaranteedBurstShareGainsWhatTheOthersLeaveIdle) {
+  const uint32_t burst = Add(10, 30, SharePolicy::kGuaranteedBurstShare);
+  const uint32_t fixed = Add(11, 20, SharePolicy::kFixedShare);
+  R(burst).credit = 0;
+  R(fixed).credit = 0;
+  f_->header.last_refill_ns = 1000 * kMs;
+  f_->header.nvml_last_seen_us = 1'000'000;
+  // The fixed container used 10 percent and still wants to run: it claims its share, 20; the burster may
+  // gain the other 80.
+  Launched(fixed);
+  Launched(burst);
+  UtilSample s[] = {S(10, 1'020'000, 60), S(11, 1'020'000, 10)};
+  Refill(*f_, s, 2, 1020 * kMs);
+  EXPECT_EQ(R(burst).credit, 80 * 20'000 - 60 * 20'000);
+  EXPECT_EQ(R(fixed).credit, 20 * 20'000 - 10 * 20'000);
+  // A process no container owns (another tenant of the card) takes its measured use out of what is idle.
+  R(burst).credit = 0;
+  Launched(fixed);
+  UtilSample t[] = {S(10, 1'040'000, 30), S(11, 1'040'000, 10), S(99, 1'040'000, 60)};
+  Refill(*f_, t, 3, 1040 * kMs);
+  EXPECT_EQ(R(burst).credit, 30 * 20'000 - 30 * 20'000 * 100 / 100);  // left = 100 - 20 - 60 = 20 < share 30
+}
+
+TEST_F(BudgetTest, AnIdleNeighbourClaimsOnlyWhatItUsed) {
+  const uint32_t burst = Add(10, 30, SharePolicy::kGuaranteedBurstShare);
+  const uint32_t idle = Add(11, 50, SharePolicy::kFixedShare);
+  R(burst).credit = 0;
+  f_->header.last_refill_ns = 1000 * kMs;
+  f_->header.nvml_last_seen_us = 1'000'000;
+  Launched(burst);  // the other launched nothing and waits for nothing
+  UtilSample s[] = {S(10, 1'020'000, 100)};
+  Refill(*f_, s, 1, 1020 * kMs);
+  EXPECT_EQ(R(burst).credit, 0);  // gained the whole card, used the whole card
+  EXPECT_EQ(R(idle).util_percent, 0u);
+}
+
+TEST_F(BudgetTest, EachSampleIsChargedForItsWindowAndGroupsAreScaledToTheCard) {
+  const uint32_t a = Add(10, 50, SharePolicy::kFixedShare);
+  const uint32_t b = Add(11, 50, SharePolicy::kFixedShare);
+  // The driver names one process per window, alternating: each is charged for the windows it held.
+  UtilSample s[] = {S(10, 1'100'000, 100), S(11, 1'300'000, 100), S(10, 1'400'000, 100)};
+  Usage u;
+  ASSERT_TRUE(ChargeSamples(*f_, s, 3, 1'000'000, 20'000, u));
+  EXPECT_EQ(u.busy[a], 100 * (100'000 + 100'000));
+  EXPECT_EQ(u.busy[b], 100 * 200'000);
+  EXPECT_EQ(u.util[a], 50u);
+  EXPECT_EQ(u.total, 100u);
+  EXPECT_EQ(u.newest_us, 1'400'000u);
+  // Two samples at one stamp adding up to 150 share their window, scaled to the card: 60 and 40.
+  UtilSample g[] = {S(10, 2'000'000, 90), S(11, 2'000'000, 60)};
+  ASSERT_TRUE(ChargeSamples(*f_, g, 2, 1'900'000, 20'000, u));
+  EXPECT_EQ(u.util[a], 60u);
+  EXPECT_EQ(u.util[b], 40u);
+  EXPECT_FALSE(ChargeSamples(*f_, g, 0, 0, 20'000, u));
+}
+
+TEST_F(BudgetTest, WithNoGuardedPidTheCardsUseIsSplitByLaunches) {
+  const uint32_t a = Add(10, 50, SharePolicy::kFixedShare);
+  const uint32_t b = Add(11, 50, SharePolicy::kFixedShare);
+  R(a).launches = 30;
+  R(b).launches = 10;
+  UtilSample s[] = {S(4242, 1'100'000, 80)};  // a host pid the containers' namespaces do not show
+  Usage u;
+  ASSERT_TRUE(ChargeSamples(*f_, s, 1, 1'000'000, 20'000, u));
+  EXPECT_EQ(u.util[a], 60u);
+  EXPECT_EQ(u.util[b], 20u);
+}
+
+TEST_F(BudgetTest, WithoutNewSamplesTheLastRatesStandForHalfASecond) {
+  const uint32_t a = Add(10, 30, SharePolicy::kFixedShare);
+  UtilSample s[] = {S(10, 1'000'000, 70)};
+  EXPECT_EQ(Refill(*f_, s, 1, 1100 * kMs), RefillOutcome::kMeasured);
+  EXPECT_EQ(Refill(*f_, nullptr, 0, 1200 * kMs), RefillOutcome::kKept);
+  EXPECT_EQ(R(a).util_percent, 70u);
+  EXPECT_EQ(Refill(*f_, nullptr, 0, 1700 * kMs), RefillOutcome::kIdle);
+  EXPECT_EQ(R(a).util_percent, 0u);
+}
+
+TEST_F(BudgetTest, UntilTheFirstSampleTheCardIsNeverMeasured) {
+  Add(10, 30, SharePolicy::kFixedShare);
+  EXPECT_EQ(Refill(*f_, nullptr, 0, 1000 * kMs), RefillOutcome::kNeverMeasured);
+  EXPECT_EQ(Refill(*f_, nullptr, 0, 1100 * kMs), RefillOutcome::kNeverMeasured);
+  UtilSample s[] = {S(10, 1'000'000, 70)};
+  EXPECT_EQ(Refill(*f_, s, 1, 1200 * kMs), RefillOutcome::kMeasured);
+}
+
+TEST_F(BudgetTest, OfflineWaitsUntilOnlineHasBeenIdleForTheReleaseWindow) {
+  EXPECT_EQ(OfflineWaitNs(0, 5000 * kMs, 100 * kMs), 0u);  // no online launch ever
+  EXPECT_EQ(OfflineWaitNs(5000 * kMs, 5040 * kMs, 100 * kMs), 60 * kMs);
+  EXPECT_EQ(OfflineWaitNs(5000 * kMs, 5100 * kMs, 100 * kMs), 0u);
+  EXPECT_EQ(OfflineWaitNs(5000 * kMs, 4990 * kMs, 100 * kMs), 110 * kMs);  // stamped after `now` was read
+  EXPECT_EQ(OfflineWaitNs(5000 * kMs, 5005 * kMs, 10 * kMs), 5 * kMs);
+}
+
+TEST_F(BudgetTest, OnlyOnlineLaunchesStampTheCardAndTheStampNeverGoesBack) {
+  const uint32_t on = Add(10, 30, SharePolicy::kFixedShare);
+  const uint32_t off = Add(11, 30, SharePolicy::kFixedShare, QosLevel::kOffline);
+  NoteLaunch(*f_, R(off), QosLevel::kOffline, 100);
+  EXPECT_EQ(f_->header.online_last_launch_ns, 0u);
+  NoteLaunch(*f_, R(on), QosLevel::kOnline, 200);
+  NoteLaunch(*f_, R(on), QosLevel::kOnline, 150);  // another process read its clock earlier
+  EXPECT_EQ(f_->header.online_last_launch_ns, 200u);
+  EXPECT_EQ(R(on).launches, 2u);
+  EXPECT_EQ(R(on).last_launch_ns, 150u);
+  EXPECT_EQ(R(off).launches, 1u);
+}
+
+}  // namespace
+}  // namespace mgpu::guard
