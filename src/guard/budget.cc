@@ -15,10 +15,12 @@ T Load(const T& field) {
   return std::atomic_ref<T>(const_cast<T&>(field)).load();
 }
 
-// Whether a container's launches are held to its share by the budget.
+bool Offline(const ContainerRecord& r) { return r.qos == static_cast<uint32_t>(QosLevel::kOffline); }
+
+// Whether a container's launches are held to its share by the budget: online under a policy that promises
+// one, offline (reclaimed) always.
 bool HeldToShare(const ContainerRecord& r) {
-  return r.qos == static_cast<uint32_t>(QosLevel::kOnline) &&
-         r.policy != static_cast<uint32_t>(SharePolicy::kNativeBurstShare);
+  return Offline(r) || r.policy != static_cast<uint32_t>(SharePolicy::kNativeBurstShare);
 }
 
 }  // namespace
@@ -38,7 +40,7 @@ bool ChargeSamples(const StateFile& f, UtilSample* samples, unsigned count, uint
     uint64_t group = 0;
     while (end < count && samples[end].timeStamp == stamp) group += samples[end++].smUtil;
     uint64_t window = previous == 0 || stamp <= previous ? window_us : stamp - previous;
-    if (window > kMaxRefillGapUs) window = kMaxRefillGapUs;
+    if (window > kSampleWindowUs) window = kSampleWindowUs;
     covered += window;
     for (; i < end; ++i) {
       const uint64_t card = group > 100 ? group : 100;  // a group adding up to more is scaled to the card
@@ -80,7 +82,7 @@ bool ChargeSamples(const StateFile& f, UtilSample* samples, unsigned count, uint
 
 RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t now_ns) {
   const uint64_t last = f.header.last_refill_ns;
-  uint64_t dt_us = last == 0 ? kRefillNs / 1000 : (now_ns - last) / 1000;
+  uint64_t dt_us = last == 0 || last > now_ns ? kRefillNs / 1000 : (now_ns - last) / 1000;
   if (dt_us > kMaxRefillGapUs) dt_us = kMaxRefillGapUs;
   Usage usage;  // charged only when samples arrive: late, never lost
   RefillOutcome outcome = RefillOutcome::kIdle;
@@ -97,9 +99,9 @@ RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t
     outcome = RefillOutcome::kKept;
   }  // else no process ran on the card lately: 0
   // What each container claims of the card: what it used and, while it wants to run (launched since the last
-  // refill or is waiting) under a share, at least that share. Processes NVML shows that no container owns
-  // claim what they used. A guaranteed-burst-share container may use what the others leave, never less than
-  // its share; so a burster gives way as soon as a container below its share wants it back.
+  // refill or is waiting) under an online share, at least that share. Processes NVML shows that no container
+  // owns claim what they used. A guaranteed-burst-share container may use what the others leave, never less
+  // than its share; so a burster gives way as soon as a container below its share wants it back.
   int64_t claim[kMaxContainers] = {};
   int64_t claimed = 0;
   int64_t used = 0;
@@ -108,7 +110,7 @@ RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t
     if (!Load(r.in_use)) continue;
     const bool wants = Load(r.launches) != r.launches_at_refill || Load(r.waiting) > 0;
     claim[i] = usage.util[i];
-    if (HeldToShare(r) && wants && claim[i] < r.share_percent) claim[i] = r.share_percent;
+    if (!Offline(r) && HeldToShare(r) && wants && claim[i] < r.share_percent) claim[i] = r.share_percent;
     claimed += claim[i];
     used += usage.util[i];
   }
@@ -120,7 +122,10 @@ RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t
     r.launches_at_refill = A(r.launches).load();
     if (!HeldToShare(r)) continue;
     int64_t gain = r.share_percent;
-    if (r.policy == static_cast<uint32_t>(SharePolicy::kGuaranteedBurstShare)) {
+    // Offline work gains nothing while online work holds it back: its percent is of the time it may run, not
+    // saved up to burst past online's release.
+    if (Offline(r) && OfflineWaitNs(Load(f.header.online_last_launch_ns), now_ns, r.release_ns) > 0) gain = 0;
+    if (!Offline(r) && r.policy == static_cast<uint32_t>(SharePolicy::kGuaranteedBurstShare)) {
       const int64_t others = strangers + claimed - claim[i];
       const int64_t left = others >= 100 ? 0 : 100 - others;
       if (left > gain) gain = left;
@@ -128,7 +133,7 @@ RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t
     // Use is charged when NVML reports it, a sample period (about 1/6 s) late: the credit may hold what is
     // gained over a burst and that lag, or the charge of a period's use would find its gain thrown away; and
     // it may owe up to a second of the whole card, since a debt forgiven is compute taken beyond the share.
-    const int64_t most = gain * (kBurstUs + kSampleLagUs);
+    const int64_t most = std::max<int64_t>(gain * (kBurstUs + kSampleLagUs), 100 * kSampleWindowUs);
     int64_t credit = A(r.credit).load() + gain * static_cast<int64_t>(dt_us) - usage.busy[i];
     credit = credit > most ? most : (credit < kMostDebt ? kMostDebt : credit);
     A(r.credit).store(credit);
@@ -136,6 +141,19 @@ RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t
   f.header.card_util_percent = usage.total;
   A(f.header.last_refill_ns).store(now_ns);
   return outcome;
+}
+
+bool HeldToShare(const Settings& s) {
+  return s.share_percent > 0 && (s.qos == QosLevel::kOffline || s.policy != SharePolicy::kNativeBurstShare);
+}
+
+Hold LaunchHold(const StateFile& f, const ContainerRecord& r, const Settings& s, bool measured,
+                uint64_t now_ns) {
+  if (s.qos == QosLevel::kOffline &&
+      OfflineWaitNs(Load(f.header.online_last_launch_ns), now_ns, s.release_ns) > 0)
+    return Hold::kOnline;
+  if (measured && HeldToShare(s) && Load(r.credit) <= 0) return Hold::kShare;
+  return Hold::kNone;
 }
 
 }  // namespace mgpu::guard

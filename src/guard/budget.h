@@ -10,16 +10,24 @@
 #include <cstdint>
 
 #include "guard/cuda_api.h"
+#include "guard/settings.h"
 #include "guard/state.h"
 
 namespace mgpu::guard {
 
 inline constexpr uint64_t kRefillNs = 20'000'000;        // budgets are refilled at most this often
 inline constexpr int64_t kBurstUs = 100'000;             // a full budget: the share for this long
-inline constexpr uint64_t kMaxRefillGapUs = 1'000'000;   // a refill or a sample counts for at most this long
+inline constexpr uint64_t kMaxRefillGapUs = 1'000'000;   // a refill counts for at most this long
+inline constexpr uint64_t kSampleWindowUs = 170'000;     // a sample stands for at most NVML's period (1/6 s)
 inline constexpr uint64_t kStaleSampleNs = 500'000'000;  // no new samples for this long: the card is idle
 inline constexpr int64_t kSampleLagUs = 250'000;         // NVML reports use this late, at most
 inline constexpr int64_t kMostDebt = -100 * 1'000'000;   // percent x microseconds: a second of the card
+inline constexpr uint64_t kClockJumpNs = 1'000'000'000;  // a stamp this far ahead comes from another clock
+
+// True when `stamp_ns`, written by some process, is too far past `now_ns` to be a later reading of the same
+// clock (a clock that jumped, another time namespace, a damaged file): the rules then treat it as absent, so
+// that no launch waits for a moment that will not come.
+inline bool FromAnotherClock(uint64_t stamp_ns, uint64_t now_ns) { return stamp_ns > now_ns + kClockJumpNs; }
 
 // One of NVML's per-process utilisation samples, as NVML gives them: pid, timeStamp (CLOCK_REALTIME
 // microseconds) and smUtil are read.
@@ -35,7 +43,8 @@ struct Usage {
 
 // Charges `count` new samples (sorted here by stamp) to the containers of `f`, matched to its process slots
 // by pid. A sample stands for the window since the previous sample's stamp (since `since_us` for the first;
-// `window_us` when there is no earlier stamp), at most kMaxRefillGapUs: when processes time-share the card,
+// `window_us` when there is no earlier stamp), at most one sample period (kSampleWindowUs: a process
+// idle for a period has no sample, so a gap is not its use): when processes time-share the card,
 // the driver reports one process per window, so a process is charged for the windows it held. Samples at one
 // stamp share its window, scaled to the card when they add up to more. When no sample's pid is a guarded
 // process's (a pid namespace hides host pids from the driver), the card's total is split by the launches each
@@ -45,10 +54,18 @@ bool ChargeSamples(const StateFile& f, UtilSample* samples, unsigned count, uint
 
 // True when card `f`'s budgets are due for a refill at `now_ns` (CLOCK_MONOTONIC). Lock-free; ask again
 // under the card lock before refilling. Another process may have refilled after `now_ns` was read: a later
-// stamp means not due.
+// stamp means not due, unless it is from another clock.
 inline bool RefillDue(const StateFile& f, uint64_t now_ns) {
-  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(f.header.last_refill_ns)).load() + kRefillNs <=
-         now_ns;
+  const uint64_t last = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(f.header.last_refill_ns)).load();
+  return last + kRefillNs <= now_ns || FromAnotherClock(last, now_ns);
+}
+
+// The stamp to ask NVML for samples after, at `now_real_us` (CLOCK_REALTIME, NVML's clock): the newest
+// sample seen, or now when that is from another clock (the realtime clock was set back), since NVML would
+// answer nothing newer until the clock caught up.
+inline uint64_t SamplesSince(const StateFile& f, uint64_t now_real_us) {
+  const uint64_t seen = f.header.nvml_last_seen_us;
+  return FromAnotherClock(seen * 1000, now_real_us * 1000) ? now_real_us : seen;
 }
 
 enum class RefillOutcome {
@@ -73,9 +90,25 @@ inline int64_t StartingCredit(uint32_t share_percent) {
 // `online_last_launch_ns` (0: it goes): until that launch is `release_ns` old (a launch stamped after
 // `now_ns` was read waits the longer).
 inline uint64_t OfflineWaitNs(uint64_t online_last_launch_ns, uint64_t now_ns, uint64_t release_ns) {
-  if (online_last_launch_ns == 0 || online_last_launch_ns + release_ns <= now_ns) return 0;
+  if (online_last_launch_ns == 0 || online_last_launch_ns + release_ns <= now_ns ||
+      FromAnotherClock(online_last_launch_ns, now_ns))
+    return 0;
   return online_last_launch_ns + release_ns - now_ns;
 }
+
+// Whether a container with settings `s` is held to a compute share (so its launches refill the budgets):
+// online under fixed-share or guaranteed-burst-share, offline whenever its reclaimed percent is set (as a
+// fixed share: the guaranteed burst is online's).
+bool HeldToShare(const Settings& s);
+
+// What holds a launch of container `r` (settings `s`) at `now_ns`, in the order the launch meets them:
+// online work on the card, for an offline container; then an empty budget, for a container held to a share
+// whose use can be measured (`measured`). The launch asks again after kWaitStepNs (or sooner, to the end of
+// the online hold: OfflineWaitNs), refilling the budgets first when they are due.
+enum class Hold { kNone, kOnline, kShare };
+Hold LaunchHold(const StateFile& f, const ContainerRecord& r, const Settings& s, bool measured,
+                uint64_t now_ns);
+inline constexpr uint64_t kWaitStepNs = 2'000'000;
 
 // A launch of container `r` passed at `now_ns`: counts it and, for an online container, stamps the card's
 // last online launch (never backwards). Lock-free.

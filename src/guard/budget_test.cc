@@ -82,29 +82,104 @@ TEST_F(BudgetTest, DebtStopsAtASecondOfTheWholeCard) {
   const uint32_t a = Add(10, 10, SharePolicy::kFixedShare);
   f_->header.last_refill_ns = 1000 * kMs;
   f_->header.nvml_last_seen_us = 1'000'000;
-  // Samples for three seconds of the whole card, against a 10 percent share.
-  UtilSample s[] = {S(10, 2'000'000, 100), S(10, 3'000'000, 100), S(10, 4'000'000, 100)};
-  Refill(*f_, s, 3, 1020 * kMs);
+  // Ten sample periods of the whole card (1.7 s), against a 10 percent share.
+  UtilSample s[10];
+  for (int i = 0; i < 10; ++i) s[i] = S(10, 1'000'000 + (i + 1) * kSampleWindowUs, 100);
+  Refill(*f_, s, 10, 1020 * kMs);
   EXPECT_EQ(R(a).credit, kMostDebt);
 }
 
-TEST_F(BudgetTest, CreditSavesUpABurstAndNVMLsLagAtMost) {
-  const uint32_t a = Add(10, 30, SharePolicy::kFixedShare);
-  for (uint64_t t = 1; t <= 100; ++t) Refill(*f_, nullptr, 0, t * 1000 * kMs);  // idle for 100 s
-  EXPECT_EQ(R(a).credit, 30 * (kBurstUs + kSampleLagUs));
+TEST_F(BudgetTest, ASampleAfterAGapIsChargedForOnePeriodOnly) {
+  const uint32_t a = Add(10, 10, SharePolicy::kFixedShare);
+  R(a).credit = 0;
+  f_->header.last_refill_ns = 1000 * kMs;
+  f_->header.nvml_last_seen_us = 1'000'000;
+  // Idle for two seconds (no samples: NVML names no idle process), then one busy period.
+  UtilSample s[] = {S(10, 3'000'000, 100)};
+  Refill(*f_, s, 1, 1020 * kMs);
+  EXPECT_EQ(R(a).credit, 10 * 20'000 - 100 * static_cast<int64_t>(kSampleWindowUs));
 }
 
-TEST_F(BudgetTest, NativeBurstShareAndOfflineAreNotHeldToAShare) {
+TEST_F(BudgetTest, CreditSavesUpABurstAndNVMLsLagOrOneSampleOfTheCardAtMost) {
+  const uint32_t small = Add(10, 30, SharePolicy::kFixedShare);
+  const uint32_t big = Add(11, 80, SharePolicy::kFixedShare);
+  for (uint64_t t = 1; t <= 100; ++t) Refill(*f_, nullptr, 0, t * 1000 * kMs);  // idle for 100 s
+  // A small share may still save one sample period of the whole card, so that the charge of a period its
+  // process alone was named in does not find its gain thrown away.
+  EXPECT_EQ(R(small).credit, 100 * static_cast<int64_t>(kSampleWindowUs));
+  EXPECT_EQ(R(big).credit, 80 * (kBurstUs + kSampleLagUs));
+}
+
+TEST_F(BudgetTest, NativeBurstShareIsNotHeldToAShare) {
   const uint32_t native = Add(10, 30, SharePolicy::kNativeBurstShare);
-  const uint32_t offline = Add(11, 30, SharePolicy::kFixedShare, QosLevel::kOffline);
   R(native).credit = -5;
-  R(offline).credit = -5;
   f_->header.nvml_last_seen_us = 1'000'000;
-  UtilSample s[] = {S(10, 1'100'000, 50), S(11, 1'100'000, 50)};
-  Refill(*f_, s, 2, 1000 * kMs);
+  UtilSample s[] = {S(10, 1'100'000, 50)};
+  Refill(*f_, s, 1, 1000 * kMs);
   EXPECT_EQ(R(native).credit, -5);
-  EXPECT_EQ(R(offline).credit, -5);
   EXPECT_EQ(R(native).util_percent, 50u);  // measured all the same, for /metrics
+}
+
+TEST_F(BudgetTest, OfflineIsHeldToItsReclaimedPercentAndGainsNothingWhileOnlineRuns) {
+  const uint32_t offline = Add(11, 40, SharePolicy::kNativeBurstShare, QosLevel::kOffline);
+  R(offline).credit = 0;
+  R(offline).release_ns = 100 * kMs;
+  f_->header.last_refill_ns = 1000 * kMs;
+  Refill(*f_, nullptr, 0, 1020 * kMs);
+  EXPECT_EQ(R(offline).credit, 40 * 20'000);  // its percent, whatever its policy
+  f_->header.online_last_launch_ns = 1030 * kMs;
+  Refill(*f_, nullptr, 0, 1040 * kMs);
+  EXPECT_EQ(R(offline).credit, 40 * 20'000);  // held back by online work: nothing saved up
+  Refill(*f_, nullptr, 0, 1140 * kMs);
+  EXPECT_EQ(R(offline).credit, 40 * 20'000 + 40 * 100'000);  // released
+}
+
+TEST_F(BudgetTest, WhoIsHeldToAShare) {
+  Settings s;
+  s.share_percent = 30;
+  for (SharePolicy p : {SharePolicy::kFixedShare, SharePolicy::kGuaranteedBurstShare}) {
+    s.policy = p;
+    EXPECT_TRUE(HeldToShare(s));
+  }
+  s.policy = SharePolicy::kNativeBurstShare;
+  EXPECT_FALSE(HeldToShare(s));
+  s.qos = QosLevel::kOffline;
+  EXPECT_TRUE(HeldToShare(s));  // MGPU_RECLAIMED_CORE_PERCENT holds offline work
+  s.share_percent = 0;
+  EXPECT_FALSE(HeldToShare(s));  // no percent: no share
+}
+
+TEST_F(BudgetTest, ALaunchWaitsForOnlineWorkThenForItsShare) {
+  const uint32_t off = Add(11, 40, SharePolicy::kFixedShare, QosLevel::kOffline);
+  Settings s;
+  s.qos = QosLevel::kOffline;
+  s.share_percent = 40;
+  s.release_ns = 100 * kMs;
+  R(off).credit = 0;
+  f_->header.online_last_launch_ns = 1000 * kMs;
+  EXPECT_EQ(LaunchHold(*f_, R(off), s, true, 1050 * kMs), Hold::kOnline);
+  EXPECT_EQ(LaunchHold(*f_, R(off), s, true, 1100 * kMs), Hold::kShare);
+  EXPECT_EQ(LaunchHold(*f_, R(off), s, false, 1100 * kMs), Hold::kNone);  // its use cannot be measured
+  R(off).credit = 1;
+  EXPECT_EQ(LaunchHold(*f_, R(off), s, true, 1100 * kMs), Hold::kNone);
+}
+
+TEST_F(BudgetTest, StampsFromAnotherClockHoldNothing) {
+  const uint64_t now = 1000 * kMs;
+  const uint64_t hour = 3600'000 * kMs;
+  EXPECT_EQ(OfflineWaitNs(now + hour, now, 100 * kMs), 0u);  // not an hour and 100 ms
+  f_->header.last_refill_ns = now + hour;
+  EXPECT_TRUE(RefillDue(*f_, now));  // or no budget would refill for an hour
+  const uint32_t a = Add(10, 30, SharePolicy::kFixedShare);
+  R(a).credit = 0;
+  Refill(*f_, nullptr, 0, now);
+  EXPECT_EQ(R(a).credit, 30 * 20'000);  // counted as one period
+  EXPECT_EQ(f_->header.last_refill_ns, now);
+  // NVML's clock (realtime) set back an hour: ask from now on, or nothing newer would come for an hour.
+  f_->header.nvml_last_seen_us = 5'000'000'000 + 3600'000'000ULL;
+  EXPECT_EQ(SamplesSince(*f_, 5'000'000'000), 5'000'000'000u);
+  f_->header.nvml_last_seen_us = 4'999'000'000;
+  EXPECT_EQ(SamplesSince(*f_, 5'000'000'000), 4'999'000'000u);
 }
 
 TEST_F(BudgetTest, GuaranteedBurstShareGainsWhatTheOthersLeaveIdle) {
@@ -147,12 +222,12 @@ TEST_F(BudgetTest, EachSampleIsChargedForItsWindowAndGroupsAreScaledToTheCard) {
   const uint32_t a = Add(10, 50, SharePolicy::kFixedShare);
   const uint32_t b = Add(11, 50, SharePolicy::kFixedShare);
   // The driver names one process per window, alternating: each is charged for the windows it held.
-  UtilSample s[] = {S(10, 1'100'000, 100), S(11, 1'300'000, 100), S(10, 1'400'000, 100)};
+  UtilSample s[] = {S(10, 1'100'000, 100), S(11, 1'250'000, 100), S(10, 1'400'000, 100)};
   Usage u;
   ASSERT_TRUE(ChargeSamples(*f_, s, 3, 1'000'000, 20'000, u));
-  EXPECT_EQ(u.busy[a], 100 * (100'000 + 100'000));
-  EXPECT_EQ(u.busy[b], 100 * 200'000);
-  EXPECT_EQ(u.util[a], 50u);
+  EXPECT_EQ(u.busy[a], 100 * (100'000 + 150'000));
+  EXPECT_EQ(u.busy[b], 100 * 150'000);
+  EXPECT_EQ(u.util[a], 62u);
   EXPECT_EQ(u.total, 100u);
   EXPECT_EQ(u.newest_us, 1'400'000u);
   // Two samples at one stamp adding up to 150 share their window, scaled to the card: 60 and 40.

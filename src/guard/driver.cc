@@ -133,13 +133,15 @@ MGPU_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cud
   return SwapForHook(real(symbol, pfn, cuda_version, flags, status), symbol, pfn, cuda_version, flags);
 }
 
-// dlsym: a lookup that finds one of the driver's hooked functions gets the hook instead. Every other lookup
-// is a tail call of the real dlsym (the guard is always built with sibling-call optimisation, and DlsymFn is
-// noexcept so that nothing stands after the call), so that the caller it sees, which RTLD_NEXT is relative
-// to, is the program's.
+// dlsym: a lookup that finds one of the driver's (or NVML's) hooked functions gets the hook instead. Every
+// other lookup is a tail call of the real dlsym (the guard is always built with sibling-call optimisation,
+// and DlsymFn is noexcept so that nothing stands after the call), so that the caller it sees, which RTLD_NEXT
+// is relative to, is the program's.
 MGPU_EXPORT void* dlsym(void* handle, const char* name) noexcept {
   const DlsymFn real = RealDlsym();
   if (!real) return nullptr;
   if (handle != RTLD_NEXT && name[0] == 'c' && name[1] == 'u') return DlsymDriver(real, handle, name);
+  if (handle != RTLD_NEXT && name[0] == 'n' && name[1] == 'v' && name[2] == 'm' && name[3] == 'l')
+    return DlsymNvml(real, handle, name);
   return real(handle, name);
 }

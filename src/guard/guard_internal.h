@@ -4,6 +4,7 @@
 //   cards.cc    each visible card's shared state: attach, register, reclaim the dead, device -> card
 //   memory.cc   the memory cap: allocation, free and cuMemGetInfo hooks
 //   compute.cc  NVML's utilisation samples, the budget refill, the launch rules and the launch hooks
+//   nvml.cc     NVML as the container sees it: its slice's memory, its own processes and use
 // with the rules as plain code beside them (settings.h, budget.h) and the state layout in state.h.
 //
 // Safety first, everywhere: nothing throws out of a hook, nothing allocates on a hot path, and with a missing
@@ -46,7 +47,21 @@ void Once(std::once_flag& flag, F f) {
 uint64_t NowNs();  // CLOCK_MONOTONIC
 void SleepNs(uint64_t ns);
 
-enum class LogClass { kStepAside, kAttached, kCard, kOom, kThrottle, kHold, kNvml, kCount };
+enum class LogClass {
+  kStepAside,
+  kAttached,
+  kCard,
+  kOom,
+  kThrottle,
+  kHold,
+  kNvml,
+  kNvmlLost,
+  kClockOnline,
+  kClockRefill,
+  kClockNvml,
+  kRepair,
+  kCount
+};
 // Writes one line to stderr, at most once per class per process; unless `always`, only with MGPU_GUARD_LOG.
 void Log(LogClass cls, bool always, const char* format, ...) __attribute__((format(printf, 3, 4)));
 
@@ -86,8 +101,9 @@ extern DeviceGetUuidFn g_device_get_uuid;
 
 struct CardHandle {
   std::atomic<int> status{0};  // 0 not opened, 1 attached, -1 stepped aside
-  int fd = -1;
+  int fd = -1;                 // -1 with a file: a state of the process's own
   StateFile* file = nullptr;
+  bool private_state = false;
   int slot = -1;
   uint32_t container = 0;
 };
@@ -122,8 +138,26 @@ void ReclaimDead(CardHandle& c);
 // A fork's child owns none of its parent's slots or allocations (process.cc calls it).
 void ForgetCardsInChild();
 
+// What the container holds on visible card `index`, as its NVML view shows it (nvml.cc): false when the
+// guard does not guard that card.
+struct SliceView {
+  uint64_t cap_bytes = 0;
+  uint64_t used_bytes = 0;
+  uint32_t util_percent = 0;
+  bool util_known = false;  // measured in the last second
+  unsigned processes = 0;
+  int32_t pid[kMaxProcesses] = {};
+  uint64_t bytes[kMaxProcesses] = {};
+};
+bool ViewSlice(int index, SliceView& view);
+
 // ---- memory.cc
 
 void ForgetAllocationsInChild();
+
+// ---- nvml.cc
+
+// dlsym of a "nvml..." name: the hook when the real lookup finds NVML's function of that name.
+void* DlsymNvml(DlsymFn real, void* handle, const char* name) noexcept;
 
 }  // namespace mgpu::guard

@@ -25,7 +25,11 @@
   X(cuArrayCreate_v2, (CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc))                                   \
   X(cuArray3DCreate_v2, (CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc))                               \
   X(cuMipmappedArrayCreate, (CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc,                   \
-                             unsigned int levels))
+                             unsigned int levels))                                                           \
+  X(cuMemAllocPitch, (unsigned int* dptr, unsigned int* pitch, unsigned int width, unsigned int height,      \
+                      unsigned int element_bytes))                                                           \
+  X(cuArrayCreate, (CUarray* array, const CUDA_ARRAY_DESCRIPTOR_v1* desc))                                   \
+  X(cuArray3DCreate, (CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR_v1* desc))
 
 // Frees: the allocation kind and key they release, then the call. X(name, parameters, kind, key, arguments)
 #define MGPU_GUARD_FREE_HOOKS(X)                                                                             \
@@ -62,7 +66,14 @@
                                      void** params),                                                         \
     (f, gx, gy, gz, bx, by, bz, shared, stream, params))                                                     \
   X(cuGraphLaunch, (CUgraphExec graph, CUstream stream), (graph, stream))                                    \
-  X(cuGraphLaunch_ptsz, (CUgraphExec graph, CUstream stream), (graph, stream))
+  X(cuGraphLaunch_ptsz, (CUgraphExec graph, CUstream stream), (graph, stream))                               \
+  X(cuGraphUpload, (CUgraphExec graph, CUstream stream), (graph, stream))                                    \
+  X(cuGraphUpload_ptsz, (CUgraphExec graph, CUstream stream), (graph, stream))                               \
+  X(cuLaunchCooperativeKernelMultiDevice, (CUDA_LAUNCH_PARAMS* list, unsigned devices, unsigned flags),      \
+    (list, devices, flags))                                                                                  \
+  X(cuLaunch, (CUfunction f), (f))                                                                           \
+  X(cuLaunchGrid, (CUfunction f, int width, int height), (f, width, height))                                 \
+  X(cuLaunchGridAsync, (CUfunction f, int width, int height, CUstream stream), (f, width, height, stream))
 
 // The runtime's entry-point lookup (driver.cc). X(name, parameters)
 #define MGPU_GUARD_LOOKUP_HOOKS(X)                                                                           \
@@ -70,7 +81,34 @@
   X(cuGetProcAddress_v2, (const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,                \
                           CUdriverProcAddressQueryResult* status))
 
-// All of them: X is called with the name first (and whatever else the entry carries).
+// NVML, as a program in the container sees it: its slice's memory and its own processes and use (nvml.cc).
+// X(name, parameters)
+#define MGPU_GUARD_NVML_HOOKS(X)                                                                             \
+  X(nvmlDeviceGetMemoryInfo, (nvmlDevice_t device, nvmlMemory_t* memory))                                    \
+  X(nvmlDeviceGetMemoryInfo_v2, (nvmlDevice_t device, nvmlMemory_v2_t* memory))                              \
+  X(nvmlDeviceGetComputeRunningProcesses, (nvmlDevice_t device, unsigned int* count,                         \
+                                           nvmlProcessInfo_v1_t* infos))                                     \
+  X(nvmlDeviceGetComputeRunningProcesses_v2, (nvmlDevice_t device, unsigned int* count,                      \
+                                              nvmlProcessInfo_v2_t* infos))                                  \
+  X(nvmlDeviceGetComputeRunningProcesses_v3, (nvmlDevice_t device, unsigned int* count,                      \
+                                              nvmlProcessInfo_v2_t* infos))                                  \
+  X(nvmlDeviceGetGraphicsRunningProcesses, (nvmlDevice_t device, unsigned int* count,                        \
+                                            nvmlProcessInfo_v1_t* infos))                                    \
+  X(nvmlDeviceGetGraphicsRunningProcesses_v2, (nvmlDevice_t device, unsigned int* count,                     \
+                                               nvmlProcessInfo_v2_t* infos))                                 \
+  X(nvmlDeviceGetGraphicsRunningProcesses_v3, (nvmlDevice_t device, unsigned int* count,                     \
+                                               nvmlProcessInfo_v2_t* infos))                                 \
+  X(nvmlDeviceGetMPSComputeRunningProcesses, (nvmlDevice_t device, unsigned int* count,                      \
+                                              nvmlProcessInfo_v1_t* infos))                                  \
+  X(nvmlDeviceGetMPSComputeRunningProcesses_v2, (nvmlDevice_t device, unsigned int* count,                   \
+                                                 nvmlProcessInfo_v2_t* infos))                               \
+  X(nvmlDeviceGetMPSComputeRunningProcesses_v3, (nvmlDevice_t device, unsigned int* count,                   \
+                                                 nvmlProcessInfo_v2_t* infos))                               \
+  X(nvmlDeviceGetUtilizationRates, (nvmlDevice_t device, nvmlUtilization_t* utilization))                    \
+  X(nvmlDeviceGetProcessUtilization, (nvmlDevice_t device, nvmlProcessUtilizationSample_t* samples,          \
+                                      unsigned int* count, unsigned long long since))
+
+// All of the driver's: X is called with the name first (and whatever else the entry carries).
 #define MGPU_GUARD_HOOKS(X)                                                                                  \
   MGPU_GUARD_ALLOC_HOOKS(X) MGPU_GUARD_FREE_HOOKS(X) MGPU_GUARD_INFO_HOOKS(X) MGPU_GUARD_LAUNCH_HOOKS(X)     \
   MGPU_GUARD_LOOKUP_HOOKS(X)
@@ -79,4 +117,7 @@
 
 #define MGPU_GUARD_DECLARE(name, parameters, ...) extern "C" CUresult name parameters;
 MGPU_GUARD_HOOKS(MGPU_GUARD_DECLARE)
+#undef MGPU_GUARD_DECLARE
+#define MGPU_GUARD_DECLARE(name, parameters) extern "C" nvmlReturn_t name parameters;
+MGPU_GUARD_NVML_HOOKS(MGPU_GUARD_DECLARE)
 #undef MGPU_GUARD_DECLARE

@@ -235,6 +235,41 @@ MGPU_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_
       [&] { return reinterpret_cast<uint64_t>(*array); });
 }
 
+// The CUDA 2.x entry points (32-bit sizes and pointers), still exported by the driver for old binaries.
+
+MGPU_EXPORT CUresult cuMemAllocPitch(unsigned int* dptr, unsigned int* pitch, unsigned int width,
+                                     unsigned int height, unsigned int element_bytes) {
+  auto real = MGPU_REAL(cuMemAllocPitch);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  const uint64_t bytes = ((uint64_t{width} + 511) / 512) * 512 * height;
+  return Allocate(
+      kPointer, -1, bytes, [&] { return real(dptr, pitch, width, height, element_bytes); },
+      [&] { return uint64_t{*dptr}; });
+}
+
+MGPU_EXPORT CUresult cuArrayCreate(CUarray* array, const CUDA_ARRAY_DESCRIPTOR_v1* desc) {
+  auto real = MGPU_REAL(cuArrayCreate);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  const uint64_t bytes = desc ? uint64_t{desc->Width} * (desc->Height ? desc->Height : 1) *
+                                    ArrayElementBytes(desc->Format, desc->NumChannels)
+                              : 0;
+  return Allocate(
+      kArray, -1, bytes, [&] { return real(array, desc); },
+      [&] { return reinterpret_cast<uint64_t>(*array); });
+}
+
+MGPU_EXPORT CUresult cuArray3DCreate(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR_v1* desc) {
+  auto real = MGPU_REAL(cuArray3DCreate);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  const uint64_t bytes = desc ? uint64_t{desc->Width} * (desc->Height ? desc->Height : 1) *
+                                    (desc->Depth ? desc->Depth : 1) *
+                                    ArrayElementBytes(desc->Format, desc->NumChannels)
+                              : 0;
+  return Allocate(
+      kArray, -1, bytes, [&] { return real(array, desc); },
+      [&] { return reinterpret_cast<uint64_t>(*array); });
+}
+
 // ---- frees (MGPU_GUARD_FREE_HOOKS)
 
 #define MGPU_FREE(name, parameters, kind, key, arguments)   \

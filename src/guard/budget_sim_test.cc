@@ -1,0 +1,123 @@
+// The compute rules on the simulated card (testing/sim_card.h): shares, idle time, settling and online over
+// offline, deterministically. Figures for a real card are bench/gpu/guard_on_gpu.sh's.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "guard/testing/sim_card.h"
+
+namespace mgpu::guard::sim {
+namespace {
+
+constexpr double kPoints = 2;  // issue 26: within 2 points of the share
+constexpr double kMostIdle = 3;
+
+std::string Name(SharePolicy p) {
+  return p == SharePolicy::kFixedShare ? "fixed-share" : "guaranteed-burst-share";
+}
+
+struct Case {
+  std::vector<uint32_t> shares;
+};
+
+void ExpectShares(const Config& config, SharePolicy policy, const std::vector<uint32_t>& shares,
+                  uint64_t from_ms, double points = kPoints) {
+  std::vector<Tenant> tenants;
+  uint32_t sum = 0;
+  for (uint32_t s : shares) {
+    tenants.push_back(Tenant{s, policy});
+    sum += s;
+  }
+  const Result r = Simulate(config, tenants);
+  for (size_t t = 0; t < shares.size(); ++t) {
+    const double got = r.Share(static_cast<int>(t), from_ms, config.duration_ms);
+    if (shares.size() == 1 && policy == SharePolicy::kGuaranteedBurstShare) {
+      EXPECT_GT(got, 100 - kMostIdle) << Name(policy) << " alone uses the idle card";
+    } else {
+      EXPECT_NEAR(got, shares[t], points) << Name(policy) << " tenant " << t << " of " << shares.size();
+    }
+  }
+  if (sum == 100) {
+    EXPECT_LE(r.Idle(from_ms, config.duration_ms), kMostIdle) << Name(policy) << " " << shares.size();
+  }
+}
+
+const std::vector<std::vector<uint32_t>> kSets = {{30}, {30, 70}, {20, 30, 50}, {10, 90}};
+
+TEST(GuardSimulation, SharesHoldAloneInPairsAndTriplesWithSamplesPerProcess) {
+  Config config;
+  config.duration_ms = 10'000;
+  for (SharePolicy policy : {SharePolicy::kFixedShare, SharePolicy::kGuaranteedBurstShare})
+    for (const auto& shares : kSets) ExpectShares(config, policy, shares, 2000);
+}
+
+// Where the driver names one process per sample period (an H100), each period's use is charged to the one it
+// names: right on average, noisy per period, so a share holds over minutes rather than seconds, and a
+// guaranteed-burst-share triple only within 3 points (bench/RESULTS.md section 4).
+TEST(GuardSimulation, SharesHoldOverMinutesWhenTheDriverNamesOneProcessPerSample) {
+  Config config;
+  config.duration_ms = 120'000;
+  config.one_process_per_sample = true;
+  for (const auto& shares : kSets) ExpectShares(config, SharePolicy::kFixedShare, shares, 2000);
+  for (const auto& shares : kSets) ExpectShares(config, SharePolicy::kGuaranteedBurstShare, shares, 2000, 3);
+}
+
+TEST(GuardSimulation, ASharesSettlesWithinASecondOfAStartAndOfANeighboursExit) {
+  Config config;
+  config.duration_ms = 10'000;
+  for (SharePolicy policy : {SharePolicy::kFixedShare, SharePolicy::kGuaranteedBurstShare}) {
+    // 70 runs alone, 30 starts at 3 s, 70 exits at 6 s.
+    const Result r = Simulate(config, {Tenant{70, policy, QosLevel::kOnline, 0, 6000},
+                                       Tenant{30, policy, QosLevel::kOnline, 3000}});
+    EXPECT_NEAR(r.Share(1, 4000, 6000), 30, kPoints)
+        << Name(policy) << ": the newcomer, from 1 s after its start";
+    EXPECT_NEAR(r.Share(0, 4000, 6000), 70, kPoints)
+        << Name(policy) << ": the neighbour, from 1 s after the start";
+    EXPECT_LE(r.Idle(4000, 6000), kMostIdle) << Name(policy);
+    const double alone = policy == SharePolicy::kFixedShare ? 30 : 100;
+    EXPECT_NEAR(r.Share(1, 7000, 10'000), alone, policy == SharePolicy::kFixedShare ? kPoints : kMostIdle)
+        << Name(policy) << ": from 1 s after the neighbour's exit";
+  }
+}
+
+TEST(GuardSimulation, OfflineIsHeldToItsReclaimedPercentAndToNothingWhileOnlineRuns) {
+  Config config;
+  config.duration_ms = 10'000;
+  // Alone: its reclaimed percent, whatever its policy.
+  for (SharePolicy policy : {SharePolicy::kFixedShare, SharePolicy::kNativeBurstShare}) {
+    const Result alone = Simulate(config, {Tenant{40, policy, QosLevel::kOffline}});
+    EXPECT_NEAR(alone.Share(0, 2000, 10'000), 40, kPoints) << Name(policy);
+  }
+  // Beside online work busy 1 s, idle 1 s: nothing while online runs, its percent while it idles.
+  const Result r = Simulate(
+      config, {Tenant{100, SharePolicy::kNativeBurstShare, QosLevel::kOnline, 0, UINT64_MAX, 1000, 1000},
+               Tenant{40, SharePolicy::kFixedShare, QosLevel::kOffline}});
+  double busy = 0, idle = 0;
+  for (uint64_t t = 2000; t < 10'000; t += 2000) {
+    busy += r.Share(1, t + 100, t + 1000) / 4;   // the kernel in flight when online starts finishes first
+    idle += r.Share(1, t + 1200, t + 2000) / 4;  // released 100 ms after online's last launch
+  }
+  EXPECT_LT(busy, 1);
+  EXPECT_NEAR(idle, 40, 2 * kPoints);  // a share refills over its first period after a hold
+  EXPECT_GT(r.held_back[1], 0u);
+  EXPECT_NEAR(r.Share(0, 2000, 10'000), 50, kPoints);  // online loses nothing: busy half the time
+}
+
+TEST(GuardSimulation, TheReleaseWindowIsTheConfiguredOne) {
+  for (uint64_t release_ms : {10, 100}) {
+    Config config;
+    config.duration_ms = 4000;
+    config.release_ns = release_ms * 1'000'000;
+    const Result r =
+        Simulate(config, {Tenant{100, SharePolicy::kNativeBurstShare, QosLevel::kOnline, 0, 2000},
+                          Tenant{100, SharePolicy::kFixedShare, QosLevel::kOffline}});
+    // Online's last launch is just before 2 s: offline holds the card from the release on.
+    EXPECT_LT(r.Share(1, 1000, 2000), 1) << release_ms;
+    const uint64_t back = 2000 + release_ms + 100;  // the 100 ms bin after the release
+    EXPECT_GT(r.Share(1, back - back % 100 + 100, 3000), 95) << release_ms;
+  }
+}
+
+}  // namespace
+}  // namespace mgpu::guard::sim
