@@ -2,10 +2,11 @@
 // driver's side only through bench/RESULTS.md's PyTorch runs):
 //   1. offline release: an online process launches every ~0.5 ms, an offline process's launch is held; the
 //      online one stops. Measured: from the online process's last launch to the offline launch reaching the
-//      driver (the design says 100 ms), N rounds, from the fake driver's launch log (CLOCK_MONOTONIC).
+//      driver (the release window: 100 ms, or --release-ms), N rounds, from the fake driver's launch log
+//      (CLOCK_MONOTONIC).
 //   2. per-call cost: launches and cuMemAlloc+cuMemFree pairs timed inside one process, with and without the
 //      guard preloaded (the fake driver's own cost is in both).
-// Usage: mgpu_guard_bench [--rounds N] [--calls N]
+// Usage: mgpu_guard_bench [--rounds N] [--calls N] [--release-ms MS]
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -152,9 +153,11 @@ int Inner(long calls) {
 int main(int argc, char** argv) {
   int rounds = 10;
   long calls = 200000;
+  const char* release_ms = nullptr;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--calls")) calls = std::atol(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--release-ms")) release_ms = argv[i + 1];
     if (!std::strcmp(argv[i], "--inner")) return Inner(std::atol(argv[i + 1]));
   }
   char tmp[] = "/tmp/mgpu-guard-bench-XXXXXX";
@@ -172,9 +175,11 @@ int main(int argc, char** argv) {
                     {"MGPU_CORE_PERCENT", "100"},
                     {"MGPU_COMPUTE_POLICY", "native-burst-share"}};
 
+  Env release = base;
+  if (release_ms) release["MGPU_GUARD_RELEASE_MS"] = release_ms;
   std::vector<double> delays;
   for (int r = 0; r < rounds; ++r) {
-    const double d = ReleaseRound(dir, base);
+    const double d = ReleaseRound(dir, release);
     if (d < 0) {
       std::fprintf(stderr, "guard_bench: round %d failed\n", r);
       continue;
@@ -183,8 +188,11 @@ int main(int argc, char** argv) {
   }
   std::sort(delays.begin(), delays.end());
   if (!delays.empty()) {
-    std::printf("offline release after online stops (ms, %zu rounds): min %.1f  median %.1f  max %.1f\n",
-                delays.size(), delays.front(), delays[delays.size() / 2], delays.back());
+    std::printf(
+        "offline release after online stops, window %s ms (ms, %zu rounds): min %.1f  median %.1f  max "
+        "%.1f\n",
+        release_ms ? release_ms : "100", delays.size(), delays.front(), delays[delays.size() / 2],
+        delays.back());
   }
 
   for (const bool guarded : {false, true}) {

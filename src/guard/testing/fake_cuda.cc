@@ -92,6 +92,28 @@ FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice* device) {
   return CUDA_SUCCESS;
 }
 
+// What a program's start needs (bench/gpu/startup_probe.cc runs over this driver too).
+FAKE_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice) {
+  static int primary;
+  *context = reinterpret_cast<CUcontext>(&primary);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+FAKE_EXPORT CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }
+FAKE_EXPORT CUresult cuGraphCreate(void** graph, unsigned) {
+  static int empty;
+  *graph = &empty;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, void* graph, unsigned long long) {
+  *exec = reinterpret_cast<CUgraphExec>(graph);
+  return CUDA_SUCCESS;
+}
+
 FAKE_EXPORT CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) {
   const char* list = getenv("FAKE_CUDA_UUIDS");
   if (!list) return CUDA_ERROR_INVALID_VALUE;
