@@ -14,8 +14,9 @@ per synchronised batch: wall time, products done (burst adds "# busy <t0> <t1>" 
 one JSON line.
 """
 import argparse
-import ctypes
 import json
+import os
+import sys
 import time
 
 import torch
@@ -54,42 +55,9 @@ def wait_until(t):
 
 def nvml_view():
     """What NVML answers in this process (the guard's NVML hooks when it is preloaded)."""
-    nvml = ctypes.CDLL("libnvidia-ml.so.1")
-
-    class Mem(ctypes.Structure):
-        _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
-
-    class Mem2(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint), ("total", ctypes.c_ulonglong), ("reserved", ctypes.c_ulonglong),
-                    ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
-
-    class Proc(ctypes.Structure):
-        _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
-                    ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
-
-    class Util(ctypes.Structure):
-        _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
-
-    out = {"init": nvml.nvmlInit_v2()}
-    dev = ctypes.c_void_p()
-    out["handle"] = nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(dev))
-    m = Mem()
-    rc = nvml.nvmlDeviceGetMemoryInfo(dev, ctypes.byref(m))
-    out["memory_v1"] = {"rc": rc, "total_mib": m.total // MiB, "used_mib": m.used // MiB, "free_mib": m.free // MiB}
-    m2 = Mem2()
-    m2.version = ctypes.sizeof(Mem2) | (2 << 24)
-    rc = nvml.nvmlDeviceGetMemoryInfo_v2(dev, ctypes.byref(m2))
-    out["memory_v2"] = {"rc": rc, "total_mib": m2.total // MiB, "used_mib": m2.used // MiB,
-                        "free_mib": m2.free // MiB, "reserved_mib": m2.reserved // MiB}
-    procs = (Proc * 64)()
-    n = ctypes.c_uint(64)
-    rc = nvml.nvmlDeviceGetComputeRunningProcesses_v3(dev, ctypes.byref(n), procs)
-    out["processes_v3"] = {"rc": rc, "list": [[procs[i].pid, procs[i].usedGpuMemory // MiB]
-                                              for i in range(min(n.value, 64))] if rc == 0 else []}
-    u = Util()
-    rc = nvml.nvmlDeviceGetUtilizationRates(dev, ctypes.byref(u))
-    out["utilization"] = {"rc": rc, "gpu": u.gpu}
-    return out
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import nvml_probe
+    return nvml_probe.slice_view(nvml_probe.device())
 
 
 if a.mode == "mem":

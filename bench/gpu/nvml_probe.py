@@ -55,19 +55,8 @@ def device():
     return dev
 
 
-mode = sys.argv[1] if len(sys.argv) > 1 else "samples"
-dev = device()
-if mode == "card":
-    seconds = float(sys.argv[sys.argv.index("--seconds") + 1])
-    log = open(sys.argv[sys.argv.index("--log") + 1], "w")
-    end = time.time() + seconds
-    while time.time() < end:
-        r = Rates()
-        if nvml.nvmlDeviceGetUtilizationRates(dev, ctypes.byref(r)) == 0:
-            log.write(f"{time.time():.3f} {r.gpu}\n")
-            log.flush()
-        time.sleep(0.1)
-elif mode == "slice":
+def slice_view(dev):
+    """What NVML answers this process of `dev`, as a dict (guard_torch.py's nvml mode reads it too)."""
     out = {"pid": os.getpid()}
     m = Mem()
     rc = nvml.nvmlDeviceGetMemoryInfo(dev, ctypes.byref(m))
@@ -86,22 +75,43 @@ elif mode == "slice":
                      if rc == 0 else []}
     r = Rates()
     out["utilization"] = {"rc": nvml.nvmlDeviceGetUtilizationRates(dev, ctypes.byref(r)), "gpu": r.gpu}
-    print(json.dumps(out), flush=True)
-else:
-    command = sys.argv[2:] or [sys.executable, os.path.join(os.path.dirname(__file__), "guard_torch.py"), "matmul",
-                               "--seconds", "4", "--warmup", "0"]
-    load = subprocess.Popen(command)
-    last = int(time.time() * 1e6)  # only samples newer than now, as the guard reads them
-    for i in range(int(os.environ.get("PROBE_STEPS", "20"))):
-        time.sleep(0.2)
-        buf = (Sample * 512)()
-        n = ctypes.c_uint(512)
-        rc = nvml.nvmlDeviceGetProcessUtilization(dev, buf, ctypes.byref(n), ctypes.c_ulonglong(last))
-        got = [(buf[k].pid, buf[k].timeStamp, buf[k].smUtil) for k in range(min(n.value, 512))] if rc == 0 else []
-        if got:
-            last = max(t for _, t, _ in got)
-        rates = Rates()
-        rr = nvml.nvmlDeviceGetUtilizationRates(dev, ctypes.byref(rates))
-        print(f"t={i * 0.2:.1f} process rc={rc} new={len(got)} (pid, sm)={[(p, u) for p, _, u in got][:6]} "
-              f"| card rc={rr} gpu={rates.gpu}", flush=True)
-    load.wait()
+    return out
+
+
+def main():
+    mode = sys.argv[1] if len(sys.argv) > 1 else "samples"
+    dev = device()
+    if mode == "card":
+        seconds = float(sys.argv[sys.argv.index("--seconds") + 1])
+        log = open(sys.argv[sys.argv.index("--log") + 1], "w")
+        end = time.time() + seconds
+        while time.time() < end:
+            r = Rates()
+            if nvml.nvmlDeviceGetUtilizationRates(dev, ctypes.byref(r)) == 0:
+                log.write(f"{time.time():.3f} {r.gpu}\n")
+                log.flush()
+            time.sleep(0.1)
+    elif mode == "slice":
+        print(json.dumps(slice_view(dev)), flush=True)
+    else:
+        command = sys.argv[2:] or [sys.executable, os.path.join(os.path.dirname(__file__), "guard_torch.py"), "matmul",
+                                   "--seconds", "4", "--warmup", "0"]
+        load = subprocess.Popen(command)
+        last = int(time.time() * 1e6)  # only samples newer than now, as the guard reads them
+        for i in range(int(os.environ.get("PROBE_STEPS", "20"))):
+            time.sleep(0.2)
+            buf = (Sample * 512)()
+            n = ctypes.c_uint(512)
+            rc = nvml.nvmlDeviceGetProcessUtilization(dev, buf, ctypes.byref(n), ctypes.c_ulonglong(last))
+            got = [(buf[k].pid, buf[k].timeStamp, buf[k].smUtil) for k in range(min(n.value, 512))] if rc == 0 else []
+            if got:
+                last = max(t for _, t, _ in got)
+            rates = Rates()
+            rr = nvml.nvmlDeviceGetUtilizationRates(dev, ctypes.byref(rates))
+            print(f"t={i * 0.2:.1f} process rc={rc} new={len(got)} (pid, sm)={[(p, u) for p, _, u in got][:6]} "
+                  f"| card rc={rr} gpu={rates.gpu}", flush=True)
+        load.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "guard/guard_internal.h"
 
@@ -87,12 +88,22 @@ bool View(nvmlDevice_t device, SliceView& view) {
   return card >= 0 && ViewSlice(card, view);
 }
 
-void FitMemory(const SliceView& v, unsigned long long& total, unsigned long long& free_bytes,
-               unsigned long long& used) {
-  const uint64_t left = v.used_bytes < v.cap_bytes ? v.cap_bytes - v.used_bytes : 0;
-  total = v.cap_bytes;
-  used = v.used_bytes;
-  free_bytes = left < free_bytes ? left : free_bytes;  // never more than the card really has free
+// NVML's memory answer for `device` (`call`), made the container's slice when the guard guards that card.
+template <typename Memory, typename Call>
+nvmlReturn_t SliceMemory(nvmlDevice_t device, Memory* memory, Call call) {
+  const nvmlReturn_t rc = call();
+  try {
+    SliceView v;
+    if (rc != NVML_SUCCESS || !memory || !View(device, v)) return rc;
+    const uint64_t left = v.used_bytes < v.cap_bytes ? v.cap_bytes - v.used_bytes : 0;
+    memory->total = v.cap_bytes;
+    memory->used = v.used_bytes;
+    if (left < memory->free) memory->free = left;  // never more than the card really has free
+    if constexpr (std::is_same_v<Memory, nvmlMemory_v2_t>)
+      memory->reserved = 0;  // the driver's, not the container's
+  } catch (...) {
+  }
+  return rc;
 }
 
 // The container's own processes on the card, from the guard's state (whatever pid namespace NVML's own list
@@ -156,33 +167,15 @@ __attribute__((noinline)) void* DlsymNvml(DlsymFn real, void* handle, const char
 
 using namespace mgpu::guard;
 
-MGPU_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
-  auto real = MGPU_REAL_NVML(nvmlDeviceGetMemoryInfo);
-  if (!real) return NVML_ERROR_UNINITIALIZED;
-  const nvmlReturn_t rc = real(device, memory);
-  try {
-    SliceView v;
-    if (rc == NVML_SUCCESS && memory && View(device, v))
-      FitMemory(v, memory->total, memory->free, memory->used);
-  } catch (...) {
+#define MGPU_SLICE_MEMORY(name, Memory)                                       \
+  MGPU_EXPORT nvmlReturn_t name(nvmlDevice_t device, Memory* memory) {        \
+    auto real = MGPU_REAL_NVML(name);                                         \
+    if (!real) return NVML_ERROR_UNINITIALIZED;                               \
+    return SliceMemory(device, memory, [&] { return real(device, memory); }); \
   }
-  return rc;
-}
-
-MGPU_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
-  auto real = MGPU_REAL_NVML(nvmlDeviceGetMemoryInfo_v2);
-  if (!real) return NVML_ERROR_UNINITIALIZED;
-  const nvmlReturn_t rc = real(device, memory);
-  try {
-    SliceView v;
-    if (rc == NVML_SUCCESS && memory && View(device, v)) {
-      FitMemory(v, memory->total, memory->free, memory->used);
-      memory->reserved = 0;  // the driver's own reserve is not the container's
-    }
-  } catch (...) {
-  }
-  return rc;
-}
+MGPU_SLICE_MEMORY(nvmlDeviceGetMemoryInfo, nvmlMemory_t)
+MGPU_SLICE_MEMORY(nvmlDeviceGetMemoryInfo_v2, nvmlMemory_v2_t)
+#undef MGPU_SLICE_MEMORY
 
 #define MGPU_OWN_PROCESSES(name, Info)                                                     \
   MGPU_EXPORT nvmlReturn_t name(nvmlDevice_t device, unsigned int* count, Info* infos) {   \
