@@ -23,24 +23,43 @@ bool HeldToShare(const ContainerRecord& r) {
   return Offline(r) || r.policy != static_cast<uint32_t>(SharePolicy::kNativeBurstShare);
 }
 
+void SortByStamp(UtilSample* samples, unsigned count) {
+  std::sort(samples, samples + count, [](const auto& a, const auto& b) { return a.timeStamp < b.timeStamp; });
+}
+
 }  // namespace
 
-bool ChargeSamples(const StateFile& f, UtilSample* samples, unsigned count, uint64_t since_us,
-                   uint64_t window_us, Usage& out) {
+uint64_t LearnPeriod(uint64_t period_us, uint64_t previous_us, const UtilSample* samples, unsigned count) {
+  for (unsigned i = 0; i < count; ++i) {
+    const uint64_t stamp = samples[i].timeStamp;
+    if (previous_us != 0 && stamp > previous_us) {
+      const uint64_t spacing = stamp - previous_us;
+      if (spacing >= kShortestPeriodUs && spacing <= kLongestPeriodUs &&
+          (period_us == 0 || spacing < period_us))
+        period_us = spacing;
+    }
+    previous_us = stamp;
+  }
+  return period_us;
+}
+
+bool ChargeSamples(const StateFile& f, UtilSample* samples, unsigned count, uint64_t previous_us,
+                   uint64_t first_window_us, uint64_t period_us, Usage& out) {
   if (count == 0) return false;
-  std::sort(samples, samples + count, [](const auto& a, const auto& b) { return a.timeStamp < b.timeStamp; });
+  SortByStamp(samples, count);
   int64_t matched_busy[kMaxContainers] = {};
   int64_t all_busy = 0;
   uint64_t covered = 0;
   bool matched = false;
-  uint64_t previous = since_us;
+  uint64_t previous = previous_us;
   for (unsigned i = 0; i < count;) {
     const uint64_t stamp = samples[i].timeStamp;
     unsigned end = i;
     uint64_t group = 0;
     while (end < count && samples[end].timeStamp == stamp) group += samples[end++].smUtil;
-    uint64_t window = previous == 0 || stamp <= previous ? window_us : stamp - previous;
-    if (window > kSampleWindowUs) window = kSampleWindowUs;
+    uint64_t window =
+        previous == 0 || stamp <= previous ? std::min(first_window_us, period_us) : stamp - previous;
+    if (window > period_us + period_us / 2) window = period_us;
     covered += window;
     for (; i < end; ++i) {
       const uint64_t card = group > 100 ? group : 100;  // a group adding up to more is scaled to the card
@@ -84,16 +103,23 @@ RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t
   const uint64_t last = f.header.last_refill_ns;
   uint64_t dt_us = last == 0 || last > now_ns ? kRefillNs / 1000 : (now_ns - last) / 1000;
   if (dt_us > kMaxRefillGapUs) dt_us = kMaxRefillGapUs;
+  SortByStamp(samples, count);
+  const uint64_t learned = LearnPeriod(f.header.nvml_period_us, f.header.nvml_last_stamp_us, samples, count);
+  f.header.nvml_period_us = static_cast<uint32_t>(learned);
+  const uint64_t period_us = SamplePeriodUs(f);
   Usage usage;  // charged only when samples arrive: late, never lost
   RefillOutcome outcome = RefillOutcome::kIdle;
-  if (ChargeSamples(f, samples, count, f.header.nvml_last_seen_us, dt_us, usage)) {
+  // With no earlier stamp (the first read, or reads started over), what a sample covers before the last
+  // refill is unknown: the guard errs toward the tenant, once.
+  if (ChargeSamples(f, samples, count, f.header.nvml_last_stamp_us, dt_us, period_us, usage)) {
     f.header.nvml_last_seen_us = usage.newest_us;
+    f.header.nvml_last_stamp_us = usage.newest_us;
     f.header.last_sample_ns = now_ns;
     outcome = RefillOutcome::kMeasured;
   } else if (f.header.last_sample_ns == 0) {
     outcome = RefillOutcome::kNeverMeasured;
-  } else if (f.header.last_sample_ns + kStaleSampleNs >
-             now_ns) {  // NVML samples every ~1/6 s: the rate stands
+  } else if (f.header.last_sample_ns + std::max<uint64_t>(kStaleSampleNs, 3 * period_us * 1000) >
+             now_ns) {  // NVML samples once a period: the rate stands
     usage.total = f.header.card_util_percent;
     for (uint32_t i = 0; i < kMaxContainers; ++i) usage.util[i] = f.containers[i].util_percent;
     outcome = RefillOutcome::kKept;
@@ -130,10 +156,11 @@ RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t
       const int64_t left = others >= 100 ? 0 : 100 - others;
       if (left > gain) gain = left;
     }
-    // Use is charged when NVML reports it, a sample period (about 1/6 s) late: the credit may hold what is
-    // gained over a burst and that lag, or the charge of a period's use would find its gain thrown away; and
-    // it may owe up to a second of the whole card, since a debt forgiven is compute taken beyond the share.
-    const int64_t most = std::max<int64_t>(gain * (kBurstUs + kSampleLagUs), 100 * kSampleWindowUs);
+    // Use is charged when NVML reports it, a sample period late: the credit may hold what is gained over a
+    // burst and that lag, or the charge of a period's use would find its gain thrown away; and it may owe up
+    // to a second of the whole card, since a debt forgiven is compute taken beyond the share.
+    const int64_t lag = std::max<int64_t>(kSampleLagUs, static_cast<int64_t>(period_us + period_us / 2));
+    const int64_t most = std::max<int64_t>(gain * (kBurstUs + lag), 100 * static_cast<int64_t>(period_us));
     int64_t credit = A(r.credit).load() + gain * static_cast<int64_t>(dt_us) - usage.busy[i];
     credit = credit > most ? most : (credit < kMostDebt ? kMostDebt : credit);
     A(r.credit).store(credit);

@@ -15,12 +15,16 @@
 
 namespace mgpu::guard {
 
-inline constexpr uint64_t kRefillNs = 20'000'000;        // budgets are refilled at most this often
-inline constexpr int64_t kBurstUs = 100'000;             // a full budget: the share for this long
-inline constexpr uint64_t kMaxRefillGapUs = 1'000'000;   // a refill counts for at most this long
-inline constexpr uint64_t kSampleWindowUs = 170'000;     // a sample stands for at most NVML's period (1/6 s)
-inline constexpr uint64_t kStaleSampleNs = 500'000'000;  // no new samples for this long: the card is idle
-inline constexpr int64_t kSampleLagUs = 250'000;         // NVML reports use this late, at most
+inline constexpr uint64_t kRefillNs = 20'000'000;       // budgets are refilled at most this often
+inline constexpr int64_t kBurstUs = 100'000;            // a full budget: the share for this long
+inline constexpr uint64_t kMaxRefillGapUs = 1'000'000;  // a refill counts for at most this long
+// NVML samples each card's use once per period, "between 1 second and 1/6 second depending on the product"
+// (200 ms on an H200 with driver 580): the guard learns a card's from the spacing of its stamps.
+inline constexpr uint64_t kDefaultSamplePeriodUs = 166'667;  // until the card's own is learned
+inline constexpr uint64_t kShortestPeriodUs = 100'000;       // spacings outside these are not a period
+inline constexpr uint64_t kLongestPeriodUs = 1'000'000;
+inline constexpr uint64_t kStaleSampleNs = 500'000'000;  // no new samples for this long (or 3 periods): idle
+inline constexpr int64_t kSampleLagUs = 250'000;  // NVML reports use this late (or 1.5 periods), at most
 inline constexpr int64_t kMostDebt = -100 * 1'000'000;   // percent x microseconds: a second of the card
 inline constexpr uint64_t kClockJumpNs = 1'000'000'000;  // a stamp this far ahead comes from another clock
 
@@ -42,15 +46,27 @@ struct Usage {
 };
 
 // Charges `count` new samples (sorted here by stamp) to the containers of `f`, matched to its process slots
-// by pid. A sample stands for the window since the previous sample's stamp (since `since_us` for the first;
-// `window_us` when there is no earlier stamp), at most one sample period (kSampleWindowUs: a process
-// idle for a period has no sample, so a gap is not its use): when processes time-share the card,
-// the driver reports one process per window, so a process is charged for the windows it held. Samples at one
-// stamp share its window, scaled to the card when they add up to more. When no sample's pid is a guarded
-// process's (a pid namespace hides host pids from the driver), the card's total is split by the launches each
-// container made since the last refill. False, and `out` untouched, when there are no samples.
-bool ChargeSamples(const StateFile& f, UtilSample* samples, unsigned count, uint64_t since_us,
-                   uint64_t window_us, Usage& out);
+// by pid. A sample stands for the window since the previous sample's stamp (`previous_us` for the first), or
+// for one sample period (`period_us`) when the spacing is over one and a half periods (a process idle for a
+// period has no sample, so a gap is not its use); with no earlier stamp known (`previous_us` 0), for
+// `first_window_us`, at most a period: when processes time-share the card, the driver reports one process
+// per window, so a process is charged for the windows it held. Samples at one stamp share its window, scaled
+// to the card when they add up to more. When no sample's pid is a guarded process's (a pid namespace hides
+// host pids from the driver), the card's total is split by the launches each container made since the last
+// refill. False, and `out` untouched, when there are no samples.
+bool ChargeSamples(const StateFile& f, UtilSample* samples, unsigned count, uint64_t previous_us,
+                   uint64_t first_window_us, uint64_t period_us, Usage& out);
+
+// NVML's sample period on a card, learned: the shortest spacing between consecutive stamps (from
+// `previous_us`, 0: none, through `count` samples sorted by stamp) that can be a period (kShortestPeriodUs to
+// kLongestPeriodUs), or `period_us` (0: not yet learned) when none is shorter. A spacing of several periods
+// (a card idle for a while) never lowers it below a real one, and jitter only matters after a gap.
+uint64_t LearnPeriod(uint64_t period_us, uint64_t previous_us, const UtilSample* samples, unsigned count);
+
+// The sample period the rules use on card `f`: the learned one, else kDefaultSamplePeriodUs.
+inline uint64_t SamplePeriodUs(const StateFile& f) {
+  return f.header.nvml_period_us ? f.header.nvml_period_us : kDefaultSamplePeriodUs;
+}
 
 // True when card `f`'s budgets are due for a refill at `now_ns` (CLOCK_MONOTONIC). Lock-free; ask again
 // under the card lock before refilling. Another process may have refilled after `now_ns` was read: a later
@@ -77,8 +93,8 @@ enum class RefillOutcome {
 
 // Refills every container's budget on card `f` at `now_ns`: each held to a share gains it
 // (guaranteed-burst-share also what the other containers leave idle) and is charged what `samples` (NVML's
-// new ones, maybe none) show it used. Updates the records' rates and the card's stamps. Under the card lock,
-// when RefillDue.
+// new ones, maybe none; sorted here) show it used. Updates the records' rates, the card's stamps and its
+// learned sample period. Under the card lock, when RefillDue.
 RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t now_ns);
 
 // The budget a container record starts with: a full burst of its share.

@@ -63,6 +63,18 @@ TEST(GuardSimulation, SharesHoldOverMinutesWhenTheDriverNamesOneProcessPerSample
   for (const auto& shares : kSets) ExpectShares(config, SharePolicy::kGuaranteedBurstShare, shares, 2000, 3);
 }
 
+// A card whose NVML samples every 200 ms (an H200 with driver 580): the guard learns the period from the
+// stamps, and each sample is charged for its whole period (a fixed 1/6 s held a 30 to 35 there).
+TEST(GuardSimulation, SharesHoldOnACardThatSamplesEvery200Ms) {
+  Config config;
+  config.duration_ms = 10'000;
+  config.sample_period_us = 200'000;
+  for (SharePolicy policy : {SharePolicy::kFixedShare, SharePolicy::kGuaranteedBurstShare})
+    for (const auto& shares : kSets) ExpectShares(config, policy, shares, 2000);
+  const Result offline = Simulate(config, {Tenant{40, SharePolicy::kNativeBurstShare, QosLevel::kOffline}});
+  EXPECT_NEAR(offline.Share(0, 2000, 10'000), 40, kPoints);
+}
+
 TEST(GuardSimulation, ASharesSettlesWithinASecondOfAStartAndOfANeighboursExit) {
   Config config;
   config.duration_ms = 10'000;

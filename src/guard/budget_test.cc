@@ -62,12 +62,14 @@ TEST_F(BudgetTest, FixedShareGainsItsShareAndPaysWhatItUsed) {
   EXPECT_EQ(R(a).credit, 30 * 20'000);
   // 100 ms later, NVML shows the process busy at 80 percent over the 100 ms since the last sample it gave.
   f_->header.nvml_last_seen_us = 5'000'000;
+  f_->header.nvml_last_stamp_us = 5'000'000;
   UtilSample s[] = {S(10, 5'100'000, 80)};
   EXPECT_EQ(Refill(*f_, s, 1, 1100 * kMs), RefillOutcome::kMeasured);
   EXPECT_EQ(R(a).credit, 30 * 20'000 + 30 * 100'000 - 80 * 100'000);
   EXPECT_EQ(R(a).util_percent, 80u);
   EXPECT_EQ(f_->header.card_util_percent, 80u);
   EXPECT_EQ(f_->header.nvml_last_seen_us, 5'100'000u);
+  EXPECT_EQ(f_->header.nvml_last_stamp_us, 5'100'000u);
   EXPECT_EQ(f_->header.last_refill_ns, 1100 * kMs);
 }
 
@@ -82,9 +84,10 @@ TEST_F(BudgetTest, DebtStopsAtASecondOfTheWholeCard) {
   const uint32_t a = Add(10, 10, SharePolicy::kFixedShare);
   f_->header.last_refill_ns = 1000 * kMs;
   f_->header.nvml_last_seen_us = 1'000'000;
+  f_->header.nvml_last_stamp_us = 1'000'000;
   // Ten sample periods of the whole card (1.7 s), against a 10 percent share.
   UtilSample s[10];
-  for (int i = 0; i < 10; ++i) s[i] = S(10, 1'000'000 + (i + 1) * kSampleWindowUs, 100);
+  for (int i = 0; i < 10; ++i) s[i] = S(10, 1'000'000 + (i + 1) * kDefaultSamplePeriodUs, 100);
   Refill(*f_, s, 10, 1020 * kMs);
   EXPECT_EQ(R(a).credit, kMostDebt);
 }
@@ -94,10 +97,43 @@ TEST_F(BudgetTest, ASampleAfterAGapIsChargedForOnePeriodOnly) {
   R(a).credit = 0;
   f_->header.last_refill_ns = 1000 * kMs;
   f_->header.nvml_last_seen_us = 1'000'000;
+  f_->header.nvml_last_stamp_us = 1'000'000;
   // Idle for two seconds (no samples: NVML names no idle process), then one busy period.
   UtilSample s[] = {S(10, 3'000'000, 100)};
   Refill(*f_, s, 1, 1020 * kMs);
-  EXPECT_EQ(R(a).credit, 10 * 20'000 - 100 * static_cast<int64_t>(kSampleWindowUs));
+  EXPECT_EQ(R(a).credit, 10 * 20'000 - 100 * static_cast<int64_t>(kDefaultSamplePeriodUs));
+  // Once the card's period is known (200 ms, an H200's), a gap is charged for that period.
+  R(a).credit = 0;
+  UtilSample t[] = {S(10, 3'200'000, 100), S(10, 3'400'000, 100), S(10, 5'000'000, 100)};
+  Refill(*f_, t, 3, 1040 * kMs);
+  EXPECT_EQ(f_->header.nvml_period_us, 200'000u);
+  EXPECT_EQ(R(a).credit, 10 * 20'000 - 100 * 3 * 200'000);
+}
+
+TEST_F(BudgetTest, ASampleStandsForTheCardsOwnPeriodLearnedFromItsStamps) {
+  // A card that samples every 200 ms (an H200 with driver 580), its one process busy all the time: each
+  // sample is a whole period of the card, not the 1/6 s of other cards (which held a 30 to 35).
+  const uint32_t a = Add(10, 30, SharePolicy::kFixedShare);
+  R(a).credit = 0;
+  f_->header.last_refill_ns = 1000 * kMs;
+  for (uint64_t i = 1; i <= 5; ++i) {
+    UtilSample s[] = {S(10, 1'000'000 + i * 200'000, 100)};
+    Refill(*f_, s, 1, (1000 + 20 * i) * kMs);
+  }
+  EXPECT_EQ(f_->header.nvml_period_us, 200'000u);
+  // The first sample (no earlier stamp) stood for the time since the last refill; the four after it for
+  // their 200 ms.
+  EXPECT_EQ(R(a).credit, 5 * 30 * 20'000 - 100 * 20'000 - 4 * 100 * 200'000);
+}
+
+TEST_F(BudgetTest, ThePeriodIsTheShortestSpacingThatCanBeOne) {
+  UtilSample s[] = {S(1, 1'000'000, 50), S(2, 1'000'000, 50), S(1, 1'400'000, 50),
+                    S(1, 1'600'000, 50), S(1, 1'650'000, 50), S(1, 3'650'000, 50)};
+  EXPECT_EQ(LearnPeriod(0, 0, s, 6), 200'000u);  // not 0 (one stamp), 50 ms or 2 s: no NVML period
+  EXPECT_EQ(LearnPeriod(0, 0, s, 3), 400'000u);  // two idle periods between: the best known yet
+  EXPECT_EQ(LearnPeriod(150'000, 0, s, 6), 150'000u);
+  EXPECT_EQ(LearnPeriod(0, 800'000, s, 1), 200'000u);  // from the last stamp charged before
+  EXPECT_EQ(LearnPeriod(0, 0, s, 0), 0u);
 }
 
 TEST_F(BudgetTest, CreditSavesUpABurstAndNVMLsLagOrOneSampleOfTheCardAtMost) {
@@ -106,7 +142,7 @@ TEST_F(BudgetTest, CreditSavesUpABurstAndNVMLsLagOrOneSampleOfTheCardAtMost) {
   for (uint64_t t = 1; t <= 100; ++t) Refill(*f_, nullptr, 0, t * 1000 * kMs);  // idle for 100 s
   // A small share may still save one sample period of the whole card, so that the charge of a period its
   // process alone was named in does not find its gain thrown away.
-  EXPECT_EQ(R(small).credit, 100 * static_cast<int64_t>(kSampleWindowUs));
+  EXPECT_EQ(R(small).credit, 100 * static_cast<int64_t>(kDefaultSamplePeriodUs));
   EXPECT_EQ(R(big).credit, 80 * (kBurstUs + kSampleLagUs));
 }
 
@@ -189,6 +225,7 @@ TEST_F(BudgetTest, GuaranteedBurstShareGainsWhatTheOthersLeaveIdle) {
   R(fixed).credit = 0;
   f_->header.last_refill_ns = 1000 * kMs;
   f_->header.nvml_last_seen_us = 1'000'000;
+  f_->header.nvml_last_stamp_us = 1'000'000;
   // The fixed container used 10 percent and still wants to run: it claims its share, 20; the burster may
   // gain the other 80.
   Launched(fixed);
@@ -211,6 +248,7 @@ TEST_F(BudgetTest, AnIdleNeighbourClaimsOnlyWhatItUsed) {
   R(burst).credit = 0;
   f_->header.last_refill_ns = 1000 * kMs;
   f_->header.nvml_last_seen_us = 1'000'000;
+  f_->header.nvml_last_stamp_us = 1'000'000;
   Launched(burst);  // the other launched nothing and waits for nothing
   UtilSample s[] = {S(10, 1'020'000, 100)};
   Refill(*f_, s, 1, 1020 * kMs);
@@ -224,7 +262,7 @@ TEST_F(BudgetTest, EachSampleIsChargedForItsWindowAndGroupsAreScaledToTheCard) {
   // The driver names one process per window, alternating: each is charged for the windows it held.
   UtilSample s[] = {S(10, 1'100'000, 100), S(11, 1'250'000, 100), S(10, 1'400'000, 100)};
   Usage u;
-  ASSERT_TRUE(ChargeSamples(*f_, s, 3, 1'000'000, 20'000, u));
+  ASSERT_TRUE(ChargeSamples(*f_, s, 3, 1'000'000, 20'000, kDefaultSamplePeriodUs, u));
   EXPECT_EQ(u.busy[a], 100 * (100'000 + 150'000));
   EXPECT_EQ(u.busy[b], 100 * 150'000);
   EXPECT_EQ(u.util[a], 62u);
@@ -232,10 +270,10 @@ TEST_F(BudgetTest, EachSampleIsChargedForItsWindowAndGroupsAreScaledToTheCard) {
   EXPECT_EQ(u.newest_us, 1'400'000u);
   // Two samples at one stamp adding up to 150 share their window, scaled to the card: 60 and 40.
   UtilSample g[] = {S(10, 2'000'000, 90), S(11, 2'000'000, 60)};
-  ASSERT_TRUE(ChargeSamples(*f_, g, 2, 1'900'000, 20'000, u));
+  ASSERT_TRUE(ChargeSamples(*f_, g, 2, 1'900'000, 20'000, kDefaultSamplePeriodUs, u));
   EXPECT_EQ(u.util[a], 60u);
   EXPECT_EQ(u.util[b], 40u);
-  EXPECT_FALSE(ChargeSamples(*f_, g, 0, 0, 20'000, u));
+  EXPECT_FALSE(ChargeSamples(*f_, g, 0, 0, 20'000, kDefaultSamplePeriodUs, u));
 }
 
 TEST_F(BudgetTest, WithNoGuardedPidTheCardsUseIsSplitByLaunches) {
@@ -245,7 +283,7 @@ TEST_F(BudgetTest, WithNoGuardedPidTheCardsUseIsSplitByLaunches) {
   R(b).launches = 10;
   UtilSample s[] = {S(4242, 1'100'000, 80)};  // a host pid the containers' namespaces do not show
   Usage u;
-  ASSERT_TRUE(ChargeSamples(*f_, s, 1, 1'000'000, 20'000, u));
+  ASSERT_TRUE(ChargeSamples(*f_, s, 1, 1'000'000, 20'000, kDefaultSamplePeriodUs, u));
   EXPECT_EQ(u.util[a], 60u);
   EXPECT_EQ(u.util[b], 20u);
 }

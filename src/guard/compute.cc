@@ -1,7 +1,13 @@
 // The compute share and online over offline, at the edge: NVML's utilisation samples read, the budgets
-// refilled (the rules are budget.h's), and every launch hook held while its rules say wait.
+// refilled (the rules are budget.h's), and every launch hook held while its rules say wait. A process held
+// to a share reads NVML on a thread of its own (the reader), never on a launching thread.
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 #include <time.h>
+
+#include <cstdlib>
+#include <new>
 
 #include "guard/budget.h"
 #include "guard/guard_internal.h"
@@ -50,72 +56,192 @@ bool Measurable(int index) {
   return g_nvml_process_util && g_nvml_devices[index].load(std::memory_order_relaxed);
 }
 
-// NVML's samples of card `index` newer than the card's last seen, into `samples` (kMaxSamples); how many.
-// Under g_mutex and the card lock.
-unsigned ReadSamples(int index, StateFile& f, UtilSample* samples) {
-  nvmlDevice_t device = g_nvml_devices[index].load(std::memory_order_relaxed);
-  if (!device) return 0;
+uint64_t NowRealUs() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
-  const uint64_t now_real_us = static_cast<uint64_t>(ts.tv_sec) * 1'000'000ULL + ts.tv_nsec / 1000;
-  if (SamplesSince(f, now_real_us) != f.header.nvml_last_seen_us) {
-    Log(LogClass::kClockNvml, true,
-        "card=%s: the newest NVML sample is stamped later than the realtime clock (set back?), so the guard "
-        "reads samples from now on",
-        g_settings.cards[index]);
-    f.header.nvml_last_seen_us = now_real_us;
-  }
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000ULL + static_cast<uint64_t>(ts.tv_nsec) / 1000;
+}
+
+// What one NVML read of a card answered.
+struct Read {
+  unsigned count = 0;       // new samples
+  bool start_over = false;  // read only what is new from now on (a backlog to skip)
+};
+
+// NVML's samples of card `index` newer than `since_us`, into `samples` (kMaxSamples). Takes no lock: the
+// driver's call can take milliseconds, and nothing waits for it.
+Read ReadSamples(int index, uint64_t since_us, UtilSample* samples) {
+  Read out;
+  nvmlDevice_t device = g_nvml_devices[index].load(std::memory_order_relaxed);
+  if (!device) return out;
   unsigned int count = kMaxSamples;
-  const nvmlReturn_t rc = g_nvml_process_util(device, samples, &count, f.header.nvml_last_seen_us);
+  const nvmlReturn_t rc = g_nvml_process_util(device, samples, &count, since_us);
   if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
     // The driver keeps a backlog (72 samples on an H100 at the first call): skip it and read only what is
     // new from now on, or every call would ask for the whole backlog again and never measure.
-    f.header.nvml_last_seen_us = now_real_us;
-    return 0;
-  }
-  if (rc == NVML_ERROR_GPU_IS_LOST || rc == NVML_ERROR_UNINITIALIZED || rc == NVML_ERROR_INVALID_ARGUMENT) {
+    out.start_over = true;
+  } else if (rc == NVML_ERROR_GPU_IS_LOST || rc == NVML_ERROR_UNINITIALIZED ||
+             rc == NVML_ERROR_INVALID_ARGUMENT) {
     // The card is gone from NVML (fell off the bus, driver reset): its use can no longer be measured, and
     // no launch should wait on a budget that will not refill by measurement.
     g_nvml_devices[index].store(nullptr);
     Log(LogClass::kNvmlLost, true,
         "card=%s: NVML answers %d (the card is lost), so the compute share is no longer enforced on it",
         g_settings.cards[index], rc);
-    return 0;
+  } else if (rc == NVML_SUCCESS) {
+    out.count = count > kMaxSamples ? kMaxSamples : count;
   }
-  if (rc != NVML_SUCCESS) return 0;
-  return count > kMaxSamples ? kMaxSamples : count;
+  return out;
 }
 
-// Refills the budgets of card `index` when due.
-void RefillCard(int index, CardHandle& c, uint64_t now) {
+std::atomic<bool> g_refilling{false};  // a thread of this process is refilling (owns the buffers below)
+
+// Refills the budgets of card `index` when due: NVML read with no lock held, the samples charged under the
+// card lock. A thread that finds another of this process refilling goes on without waiting.
+void RefillCard(int index, CardHandle& c) {
   StateFile& f = *c.file;
-  if (!RefillDue(f, now)) return;
-  std::lock_guard<std::mutex> hold(*g_mutex);
-  CardLock lock(c);
-  if (!RefillDue(f, now)) return;
-  if (FromAnotherClock(f.header.last_refill_ns, now))
-    Log(LogClass::kClockRefill, true,
-        "card=%s: the last refill is stamped more than a second in the future (another clock?), so the guard "
-        "refills from now on",
-        g_settings.cards[index]);
-  static unsigned refills = 0;  // under g_mutex
-  if (++refills % kReclaimEveryRefills == 0) ReclaimDead(c);
-  static UtilSample samples[kMaxSamples];  // under g_mutex
-  const unsigned count = ReadSamples(index, f, samples);
-  if (Refill(f, samples, count, now) == RefillOutcome::kNeverMeasured) {
-    // A driver without per-process accounting answers NOT_FOUND for ever: then the share cannot be
-    // measured, and the operator should know.
-    static uint64_t unmeasured_since = 0;
-    if (unmeasured_since == 0) unmeasured_since = now;
-    if (now - unmeasured_since > kNvmlSilentNs) {
-      A(f.containers[c.container].flags).fetch_or(kContainerShareUnmeasured);
-      Log(LogClass::kNvml, true,
-          "card=%s: NVML has reported no utilisation for 2 s of launches, so the compute share is not "
-          "enforced on this card",
-          g_settings.cards[index]);
+  if (!RefillDue(f, NowNs()) || g_refilling.exchange(true, std::memory_order_acquire)) return;
+  static UtilSample samples[kMaxSamples];  // under g_refilling
+  static unsigned refills = 0;
+  static uint64_t unmeasured_since = 0;
+  const uint64_t real_us = NowRealUs();
+  const uint64_t since = SamplesSince(f, real_us);
+  Read read = ReadSamples(index, since, samples);
+  {
+    std::lock_guard<std::mutex> hold(*g_mutex);
+    CardLock lock(c);
+    const uint64_t now = NowNs();
+    if (RefillDue(f, now)) {
+      if (FromAnotherClock(f.header.last_refill_ns, now))
+        Log(LogClass::kClockRefill, true,
+            "card=%s: the last refill is stamped more than a second in the future (another clock?), so the "
+            "guard refills from now on",
+            g_settings.cards[index]);
+      if (SamplesSince(f, real_us) != f.header.nvml_last_seen_us) {
+        Log(LogClass::kClockNvml, true,
+            "card=%s: the newest NVML sample is stamped later than the realtime clock (set back?), so the "
+            "guard reads samples from now on",
+            g_settings.cards[index]);
+        read.start_over = true;
+      }
+      if (read.start_over) {
+        f.header.nvml_last_seen_us = real_us;
+        f.header.nvml_last_stamp_us = 0;
+      }
+      // Another process may have charged some of these since they were read.
+      unsigned fresh = 0;
+      for (unsigned i = 0; i < read.count; ++i) {
+        if (samples[i].timeStamp > f.header.nvml_last_seen_us) samples[fresh++] = samples[i];
+      }
+      if (++refills % kReclaimEveryRefills == 0) ReclaimDead(c);
+      if (Refill(f, samples, fresh, now) == RefillOutcome::kNeverMeasured) {
+        // A driver without per-process accounting answers NOT_FOUND for ever: then the share cannot be
+        // measured, and the operator should know.
+        if (unmeasured_since == 0) unmeasured_since = now;
+        if (now - unmeasured_since > kNvmlSilentNs) {
+          A(f.containers[c.container].flags).fetch_or(kContainerShareUnmeasured);
+          Log(LogClass::kNvml, true,
+              "card=%s: NVML has reported no utilisation for 2 s of launches, so the compute share is not "
+              "enforced on this card",
+              g_settings.cards[index]);
+        }
+      }
     }
   }
+  g_refilling.store(false, std::memory_order_release);
 }
+
+// ---- the reader: one thread per process held to a share refills its cards' budgets every kRefillNs while
+// its container launches or waits, so that a launch never waits for NVML (whose call takes milliseconds on
+// a real driver: inline, at a refill every 20 ms, it cost a launch-bound loop 13 percent). Started at the
+// first launch that needs it; where it cannot start, launches refill themselves as before.
+
+enum ReaderState : int { kReaderNone = 0, kReaderRunning = 1, kReaderFailed = -1 };
+std::atomic<int> g_reader{kReaderNone};
+std::atomic<bool> g_reader_stop{false};
+std::atomic<bool> g_reader_inside{false};  // the thread is between two sleeps
+std::once_flag g_reader_once;
+
+// Whether the container of card handle `c` wants its budgets refilled at `now`: it launched in the last
+// refill gap or has a launch waiting.
+bool Wanted(const CardHandle& c, uint64_t now) {
+  ContainerRecord& r = c.file->containers[c.container];
+  return A(r.waiting).load() > 0 || A(r.last_launch_ns).load() + kMaxRefillGapUs * 1000 > now;
+}
+
+void* ReaderMain(void*) {
+  while (!g_reader_stop.load(std::memory_order_acquire)) {
+    SleepNs(kRefillNs);
+    g_reader_inside.store(true, std::memory_order_seq_cst);
+    if (g_reader_stop.load(std::memory_order_seq_cst)) break;
+    for (int i = 0; i < g_settings.card_count; ++i) {
+      CardHandle& c = g_cards[i];
+      if (c.status.load(std::memory_order_acquire) != 1 || !Measurable(i) || !Wanted(c, NowNs())) continue;
+      RefillCard(i, c);
+    }
+    g_reader_inside.store(false, std::memory_order_release);
+  }
+  g_reader_inside.store(false, std::memory_order_release);
+  return nullptr;
+}
+
+// At exit, before the libraries' destructors run (NVML's among them): the reader stops between two reads,
+// or is left after 200 ms (a driver call that hangs).
+void StopReader() {
+  g_reader_stop.store(true, std::memory_order_seq_cst);
+  for (int i = 0; i < 200 && g_reader_inside.load(std::memory_order_seq_cst); ++i) SleepNs(1'000'000);
+}
+
+void StartReaderOnce() {
+  Once(g_reader_once, [] {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_attr_t attr;
+    pthread_t thread;
+    bool started = false;
+    // The thread takes none of the program's signals, and holds no stack of note.
+    if (pthread_attr_init(&attr) == 0) {
+      pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+      pthread_attr_setstacksize(&attr, 256 * 1024);
+      pthread_sigmask(SIG_SETMASK, &all, &old);
+      started = pthread_create(&thread, &attr, ReaderMain, nullptr) == 0;
+      pthread_sigmask(SIG_SETMASK, &old, nullptr);
+      pthread_attr_destroy(&attr);
+    }
+    if (started) {
+      atexit(StopReader);
+      g_reader.store(kReaderRunning, std::memory_order_release);
+    } else {
+      g_reader.store(kReaderFailed, std::memory_order_release);
+      Log(LogClass::kNvml, true,
+          "the guard could not start its NVML reader thread, so launches refill the compute budgets "
+          "themselves");
+    }
+  });
+}
+
+// Whether the reader refills this process's budgets (starting it at the first call).
+bool ReaderRefills() {
+  const int state = g_reader.load(std::memory_order_relaxed);
+  if (state == kReaderNone) {
+    StartReaderOnce();
+    return g_reader.load(std::memory_order_acquire) == kReaderRunning;
+  }
+  return state == kReaderRunning;
+}
+
+}  // namespace
+
+// A fork's child has no reader thread (process.cc calls it).
+void ForgetReaderInChild() {
+  new (&g_reader_once) std::once_flag;
+  g_reader.store(kReaderNone);
+  g_reader_stop.store(false);
+  g_reader_inside.store(false);
+  g_refilling.store(false);
+}
+
+namespace {
 
 // Called before every kernel launch on the current device: may wait, never fails.
 void BeforeLaunch() {
@@ -133,9 +259,10 @@ void BeforeLaunch() {
         "offline launches do not wait for it",
         s.cards[index]);
   bool waiting = false, held = false, throttled = false;
+  const bool reader = shared && Measurable(index) && ReaderRefills();
   for (;;) {
     const bool measured = shared && Measurable(index);
-    if (measured) RefillCard(index, *c, now);
+    if (measured && !reader) RefillCard(index, *c);
     const Hold hold = LaunchHold(f, r, s, measured, now);
     if (hold == Hold::kNone) break;
     if (!waiting) {

@@ -90,6 +90,7 @@ inline constexpr nvmlReturn_t NVML_ERROR_INVALID_ARGUMENT = 2;
 inline constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;
 inline constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
 inline constexpr nvmlReturn_t NVML_ERROR_GPU_IS_LOST = 15;
+inline constexpr nvmlReturn_t NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25;
 inline constexpr unsigned int NVML_VALUE_NOT_AVAILABLE = 0xffffffff;
 struct nvmlMemory_t {
   unsigned long long total;
@@ -114,6 +115,23 @@ struct nvmlProcessInfo_v2_t {
   unsigned int gpuInstanceId;
   unsigned int computeInstanceId;
 };
+// nvmlDeviceGetRunningProcessDetailList's list (version 1): one mode's processes (nvidia-smi 550 and later).
+struct nvmlProcessDetail_v1_t {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+  unsigned long long usedGpuCcProtectedMemory;
+};
+struct nvmlProcessDetailList_v1_t {
+  unsigned int version;  // nvmlProcessDetailList_v1
+  unsigned int mode;     // NVML_PROCESS_MODE_*
+  unsigned int numProcArrayEntries;
+  nvmlProcessDetail_v1_t* procArray;
+};
+using nvmlProcessDetailList_t = nvmlProcessDetailList_v1_t;
+inline constexpr unsigned int nvmlProcessDetailList_v1 = sizeof(nvmlProcessDetailList_v1_t) | (1u << 24);
+inline constexpr unsigned int NVML_PROCESS_MODE_COMPUTE = 0;
 struct nvmlUtilization_t {
   unsigned int gpu;
   unsigned int memory;

@@ -3,7 +3,8 @@
 //   driver.cc   the real dlsym and driver, the hook table, dlsym and cuGetProcAddress answered with hooks
 //   cards.cc    each visible card's shared state: attach, register, reclaim the dead, device -> card
 //   memory.cc   the memory cap: allocation, free and cuMemGetInfo hooks
-//   compute.cc  NVML's utilisation samples, the budget refill, the launch rules and the launch hooks
+//   compute.cc  NVML's utilisation samples (read by a thread of each process held to a share), the budget
+//               refill, the launch rules and the launch hooks
 //   nvml.cc     NVML as the container sees it: its slice's memory, its own processes and use
 // with the rules as plain code beside them (settings.h, budget.h) and the state layout in state.h.
 //
@@ -154,6 +155,11 @@ bool ViewSlice(int index, SliceView& view);
 // ---- memory.cc
 
 void ForgetAllocationsInChild();
+
+// ---- compute.cc
+
+// A fork's child has no NVML reader thread; its first launch held to a share starts one.
+void ForgetReaderInChild();
 
 // ---- nvml.cc
 

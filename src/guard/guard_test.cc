@@ -435,6 +435,26 @@ TEST_F(GuardTest, FixedShareIsHeldToItsShareAloneOnTheCard) {
   EXPECT_EQ(Finish(busy).status, 0);
 }
 
+TEST_F(GuardTest, NvmlIsReadOffTheLaunchingThread) {
+  // A real driver's utilisation call takes milliseconds: a launch that made it would wait for it. The
+  // process's own reader thread makes it, while the main thread launches and waits for its share.
+  auto busy = Start({"launch-until", Path("stop")},
+                    {{"MGPU_COMPUTE_POLICY", "fixed-share"}, {"FAKE_NVML_READ_LOG", Path("reads")}});
+  SetUtil(std::to_string(busy.pid) + " 90\n");
+  ASSERT_TRUE(HeldWith(90));
+  StopLaunching(busy);
+  std::ifstream reads(Path("reads"));
+  std::map<std::string, int> by;
+  for (std::string line; std::getline(reads, line);) ++by[line];
+  EXPECT_GT(by["read thread"], 0);
+  EXPECT_EQ(by["read main"], 0);
+  // Under native-burst-share nothing is measured: no thread, no read.
+  std::filesystem::remove(Path("reads"));
+  auto native = Run({"launch", "1000"}, {{"FAKE_NVML_READ_LOG", Path("reads")}});
+  EXPECT_EQ(native.lines, (Lines{"launched 1000 0"}));
+  EXPECT_FALSE(std::filesystem::exists(Path("reads")));
+}
+
 TEST_F(GuardTest, ABacklogOfNvmlSamplesIsSkippedNotAskedForForever) {
   auto busy = Start({"launch-until", Path("stop")},
                     {{"MGPU_COMPUTE_POLICY", "fixed-share"}, {"FAKE_NVML_BACKLOG", "1000"}});
@@ -593,10 +613,11 @@ TEST_F(GuardTest, OfflineWorkIsHeldToItsReclaimedPercent) {
 
 TEST_F(GuardTest, NvmlShowsTheProcessItsSliceHoweverNvmlIsReached) {
   for (const char* route : {"direct", "dlsym"}) {
-    auto o = Run({"alloc", "30", "nvml", route, "nvml-mem", "nvml-mem2", "nvml-procs", "v1", "nvml-procs",
-                  "v2", "nvml-procs", "v3", "nvml-gprocs"},
-                 {{"FAKE_NVML_USED_MIB", "500"}, {"FAKE_NVML_PROCESSES", "4242:500"}});
-    ASSERT_EQ(o.lines.size(), 7u) << o.err;
+    auto o = Run(
+        {"alloc", "30", "nvml", route, "nvml-mem", "nvml-mem2", "nvml-procs", "v1", "nvml-procs", "v2",
+         "nvml-procs", "v3", "nvml-gprocs", "nvml-procs", "detail", "nvml-detail", "1", "nvml-detail", "2"},
+        {{"FAKE_NVML_USED_MIB", "500"}, {"FAKE_NVML_PROCESSES", "4242:500"}});
+    ASSERT_EQ(o.lines.size(), 10u) << o.err;
     EXPECT_EQ(o.lines[1], "nvml-mem 100 30 70 0") << route;
     EXPECT_EQ(o.lines[2], "nvml-mem2 100 30 70 0") << route;  // the driver's reserve is not the container's
     const std::string own = "procs 1 " + std::to_string(WaitPid(o)) + ":30 0";
@@ -604,15 +625,19 @@ TEST_F(GuardTest, NvmlShowsTheProcessItsSliceHoweverNvmlIsReached) {
     EXPECT_EQ(o.lines[4], own) << route;
     EXPECT_EQ(o.lines[5], own) << route;
     EXPECT_EQ(o.lines[6], "procs 0 0") << route;  // the host's process 4242 is not the container's
+    // nvmlDeviceGetRunningProcessDetailList (nvidia-smi's process table): compute, graphics, MPS.
+    EXPECT_EQ(o.lines[7], own) << route;
+    EXPECT_EQ(o.lines[8], "procs 0 0") << route;
+    EXPECT_EQ(o.lines[9], "procs 0 0") << route;
   }
 }
 
 TEST_F(GuardTest, NvidiaSmiInTheContainerSeesTheContainersUseWithoutJoiningIt) {
   auto holder = Start({"alloc", "60", "touch", Path("a"), "wait", Path("b")});
   ASSERT_TRUE(Eventually([&] { return std::filesystem::exists(Path("a")); }));
-  auto smi = Run({"nvml", "dlsym", "nvml-mem", "nvml-procs", "v3"});
-  EXPECT_EQ(smi.lines, (Lines{"nvml-mem 100 60 40 0", "procs 1 " + std::to_string(holder.pid) + ":60 0"}))
-      << smi.err;
+  auto smi = Run({"nvml", "dlsym", "nvml-mem", "nvml-procs", "v3", "nvml-procs", "detail"});
+  const std::string own = "procs 1 " + std::to_string(holder.pid) + ":60 0";
+  EXPECT_EQ(smi.lines, (Lines{"nvml-mem 100 60 40 0", own, own})) << smi.err;
   EXPECT_EQ(Container("container-a")->processes, 1u);  // it read the state, it did not register
   // Another container's view holds only its own.
   auto other =
@@ -626,9 +651,10 @@ TEST_F(GuardTest, NvmlNeverShowsMoreFreeThanTheCardHasAndOutsideMgpuIsNvmlsOwn) 
   auto full = Run({"nvml", "dlsym", "nvml-mem"}, {{"FAKE_NVML_USED_MIB", "950"}});
   EXPECT_EQ(full.lines, (Lines{"nvml-mem 100 0 50 0"}));
   auto outside =
-      Run({"nvml", "dlsym", "nvml-mem", "nvml-procs", "v3", "nvml-util"},
+      Run({"nvml", "dlsym", "nvml-mem", "nvml-procs", "v3", "nvml-procs", "detail", "nvml-util"},
           {{"MGPU_VISIBLE_CARDS", ""}, {"FAKE_NVML_PROCESSES", "4242:500"}, {"FAKE_NVML_GPU_UTIL", "55"}});
-  EXPECT_EQ(outside.lines, (Lines{"nvml-mem 1000 0 1000 0", "procs 1 4242:500 0", "util 55 0"}));
+  EXPECT_EQ(outside.lines,
+            (Lines{"nvml-mem 1000 0 1000 0", "procs 1 4242:500 0", "procs 1 4242:500 0", "util 55 0"}));
   auto other_card =
       Run({"nvml", "direct", "nvml-mem"},
           {{"FAKE_CUDA_UUIDS", "GPU-eeeeeeee-0000-1111-2222-333344445555," + std::string(kCard)}});
@@ -637,9 +663,15 @@ TEST_F(GuardTest, NvmlNeverShowsMoreFreeThanTheCardHasAndOutsideMgpuIsNvmlsOwn) 
 
 TEST_F(GuardTest, NvmlUtilizationIsTheContainersMeasuredUse) {
   SetUtil("999999 70\n");  // the card's use, with host pids the container cannot see
-  auto o = Run(
-      {"launch", "40", "nvml", "direct", "nvml-util"},
+  auto c = Start(
+      {"launch", "40", "wait", Path("measured"), "nvml", "direct", "nvml-util"},
       {{"MGPU_COMPUTE_POLICY", "fixed-share"}, {"MGPU_CORE_PERCENT", "100"}, {"FAKE_NVML_GPU_UTIL", "55"}});
+  ASSERT_TRUE(Eventually([&] {  // the process's reader measured it
+    auto r = Container("container-a");
+    return r && r->util_percent == 70;
+  }));
+  Touch("measured");
+  const Output o = Finish(c);
   EXPECT_EQ(o.lines, (Lines{"launched 40 0", "util 70 0"})) << o.err;
 }
 

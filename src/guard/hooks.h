@@ -104,6 +104,7 @@
                                                  nvmlProcessInfo_v2_t* infos))                               \
   X(nvmlDeviceGetMPSComputeRunningProcesses_v3, (nvmlDevice_t device, unsigned int* count,                   \
                                                  nvmlProcessInfo_v2_t* infos))                               \
+  X(nvmlDeviceGetRunningProcessDetailList, (nvmlDevice_t device, nvmlProcessDetailList_t* list))             \
   X(nvmlDeviceGetUtilizationRates, (nvmlDevice_t device, nvmlUtilization_t* utilization))                    \
   X(nvmlDeviceGetProcessUtilization, (nvmlDevice_t device, nvmlProcessUtilizationSample_t* samples,          \
                                       unsigned int* count, unsigned long long since))

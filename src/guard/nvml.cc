@@ -4,7 +4,8 @@
 // hold the container's own processes, and the utilisation is the container's measured use. NVML is reached
 // the ways the CUDA driver is: the exported hooks (a program linked against libnvidia-ml.so.1) and dlsym on
 // the library (dlopen + dlsym, as nvidia-smi, pynvml and go-nvml do), each versioned name (_v2, _v3) with its
-// own structure. Any other card, any failure, and a process outside mgpu get NVML's own answer.
+// own structure, and nvmlDeviceGetRunningProcessDetailList's list of any mode. Any other card, any failure,
+// and a process outside mgpu get NVML's own answer.
 #include <dlfcn.h>
 #include <strings.h>
 
@@ -201,6 +202,20 @@ MGPU_NO_PROCESSES(nvmlDeviceGetMPSComputeRunningProcesses, nvmlProcessInfo_v1_t)
 MGPU_NO_PROCESSES(nvmlDeviceGetMPSComputeRunningProcesses_v2, nvmlProcessInfo_v2_t)
 MGPU_NO_PROCESSES(nvmlDeviceGetMPSComputeRunningProcesses_v3, nvmlProcessInfo_v2_t)
 #undef MGPU_NO_PROCESSES
+
+// One list for every kind of process (nvidia-smi 550 and later draws its process table from it): the
+// container's own as its compute processes, none of the others. A version the guard does not know gets NVML's
+// own answer.
+MGPU_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
+                                                               nvmlProcessDetailList_t* list) {
+  auto real = MGPU_REAL_NVML(nvmlDeviceGetRunningProcessDetailList);
+  if (!real) return NVML_ERROR_UNINITIALIZED;
+  const auto call = [&] { return real(device, list); };
+  if (!list || list->version != nvmlProcessDetailList_v1) return call();
+  if (list->mode == NVML_PROCESS_MODE_COMPUTE)
+    return OwnProcesses(device, &list->numProcArrayEntries, list->procArray, call);
+  return NoProcesses(device, &list->numProcArrayEntries, call);
+}
 
 MGPU_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) {
   auto real = MGPU_REAL_NVML(nvmlDeviceGetUtilizationRates);

@@ -23,6 +23,7 @@ std::atomic<bool> g_settings_read{false};
 void AfterForkInChild() {
   ForgetCardsInChild();
   ForgetAllocationsInChild();
+  ForgetReaderInChild();
 }
 
 __attribute__((constructor)) void InitGuard() { pthread_atfork(nullptr, nullptr, AfterForkInChild); }

@@ -26,8 +26,9 @@ namespace mgpu::guard {
 
 inline constexpr uint64_t kStateMagic = 0x314452474d47504dULL;  // "MPGMGRD1" read as little-endian
 inline constexpr uint32_t kStateVersion = 1;
-inline constexpr uint32_t kStateMinorVersion =
-    1;  // 1: ContainerRecord.release_ns and flags, ProcessSlot.waiting
+// 1: ContainerRecord.release_ns and flags, ProcessSlot.waiting; 2: StateHeader.nvml_period_us and
+// nvml_last_stamp_us
+inline constexpr uint32_t kStateMinorVersion = 2;
 inline constexpr uint32_t kMaxContainers = 32;
 inline constexpr uint32_t kMaxProcesses = 128;
 inline constexpr size_t kTokenBytes = 48;  // MGPU_CONTAINER_TOKEN, NUL-terminated
@@ -55,7 +56,11 @@ struct StateHeader {
   uint32_t card_util_percent;      // the card's SM utilisation at the last refill
   uint32_t minor_version;          // the newest minor version of the guards that used the file
   uint64_t last_sample_ns;         // when NVML last had new samples
-  uint8_t reserved[80];
+  // Minor version 2:
+  uint32_t nvml_period_us;  // NVML's sample period on this card, learned from its stamps; 0: not yet
+  uint32_t reserved2;
+  uint64_t nvml_last_stamp_us;  // the newest sample's stamp charged; 0: none since the reads started over
+  uint8_t reserved[64];
 };
 
 struct ContainerRecord {

@@ -5,12 +5,17 @@
 //     last seen; FAKE_NVML_BACKLOG=N: a call that asks for every sample (lastSeenTimeStamp 0) finds N
 //     waiting, as the real driver keeps a backlog, and gets NVML_ERROR_INSUFFICIENT_SIZE unless its buffer
 //     holds N; FAKE_NVML_CLOCK_OFFSET_S: samples are stamped this many seconds off (a realtime clock set
-//     back: < 0);
+//     back: < 0); FAKE_NVML_DELAY_US: each such call takes this long (a real driver's takes milliseconds);
+//     FAKE_NVML_READ_LOG: a file each such call appends "read main" or "read thread" to (whether the
+//     process's main thread made it);
 //   - FAKE_NVML_LOST: a file whose existence makes every device call answer NVML_ERROR_GPU_IS_LOST;
 //   - the card as a whole: FAKE_CUDA_TOTAL_MIB of memory of which FAKE_NVML_USED_MIB used, the processes of
-//     FAKE_NVML_PROCESSES ("<pid>:<MiB>,..."; host pids the container cannot see), FAKE_NVML_GPU_UTIL
-//     percent.
+//     FAKE_NVML_PROCESSES ("<pid>:<MiB>,..."; host pids the container cannot see, listed as compute
+//     processes by every process-list call, nvmlDeviceGetRunningProcessDetailList's modes included),
+//     FAKE_NVML_GPU_UTIL percent.
+#include <fcntl.h>
 #include <strings.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -157,6 +162,15 @@ FAKE_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v2, nvmlProcessInfo_v2_t)
 FAKE_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v3, nvmlProcessInfo_v2_t)
 #undef FAKE_LIST
 
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
+                                                               nvmlProcessDetailList_t* list) {
+  if (!list || list->version != nvmlProcessDetailList_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  unsigned n = list->numProcArrayEntries;
+  const nvmlReturn_t rc = List(device, &n, list->procArray);
+  list->numProcArrayEntries = n;
+  return rc;
+}
+
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) {
   if (!Valid(device)) return NVML_ERROR_INVALID_ARGUMENT;
   if (Lost()) return NVML_ERROR_GPU_IS_LOST;
@@ -169,6 +183,14 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                                          nvmlProcessUtilizationSample_t* samples,
                                                          unsigned int* count, unsigned long long since) {
   if (!Valid(device)) return NVML_ERROR_INVALID_ARGUMENT;
+  if (const char* log = getenv("FAKE_NVML_READ_LOG")) {
+    const int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    const bool main_thread = syscall(SYS_gettid) == getpid();
+    const char* line = main_thread ? "read main\n" : "read thread\n";
+    if (fd >= 0 && write(fd, line, strlen(line)) < 0) perror("fake nvml: read log");
+    if (fd >= 0) close(fd);
+  }
+  if (const unsigned long long delay = Env("FAKE_NVML_DELAY_US", 0)) usleep(static_cast<useconds_t>(delay));
   if (Lost()) return NVML_ERROR_GPU_IS_LOST;
   const char* backlog = getenv("FAKE_NVML_BACKLOG");
   const unsigned waiting = backlog ? static_cast<unsigned>(atoi(backlog)) : 0;

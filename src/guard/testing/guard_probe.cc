@@ -16,7 +16,9 @@
 //   until <how> <file>    the same with any of the launches above"
 //   nvml direct|dlsym   how NVML is found (direct: linked; dlsym: dlopen + dlsym, as nvidia-smi)
 //   nvml-mem|nvml-mem2   prints "nvml-mem <total MiB> <used MiB> <free MiB> <nvmlReturn_t>"
-//   nvml-procs v1|v2|v3, nvml-gprocs   prints "procs <count> <pid>:<MiB>... <nvmlReturn_t>"
+//   nvml-procs v1|v2|v3|detail, nvml-gprocs, nvml-detail <mode>   prints "procs <count> <pid>:<MiB>...
+//              <nvmlReturn_t>" (detail: nvmlDeviceGetRunningProcessDetailList, of compute processes or of
+//              NVML_PROCESS_MODE_* <mode>)
 //   nvml-util   prints "util <gpu percent> <nvmlReturn_t>"
 //   lock-card <state file> <file>   takes the card lock of that state, touches the file, waits to be killed"
 //   device <n>  makes device n current (the fake driver's FAKE_CUDA_DEVICE)
@@ -82,6 +84,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t, unsigned int*
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t, unsigned int*, nvmlProcessInfo_v2_t*);
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t, unsigned int*, nvmlProcessInfo_v2_t*);
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t, nvmlUtilization_t*);
+nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t, nvmlProcessDetailList_t*);
 int mgpu_test_layers();
 }
 
@@ -129,6 +132,7 @@ struct Nvml {
   decltype(&nvmlDeviceGetComputeRunningProcesses_v3) procs3 = &nvmlDeviceGetComputeRunningProcesses_v3;
   decltype(&nvmlDeviceGetGraphicsRunningProcesses_v3) gprocs = &nvmlDeviceGetGraphicsRunningProcesses_v3;
   decltype(&nvmlDeviceGetUtilizationRates) util = &nvmlDeviceGetUtilizationRates;
+  decltype(&nvmlDeviceGetRunningProcessDetailList) detail = &nvmlDeviceGetRunningProcessDetailList;
 };
 
 // The base names the CUDA runtime asks cuGetProcAddress for, of every entry point the guard hooks.
@@ -313,6 +317,7 @@ int main(int argc, char** argv) {
         set(nvml.procs3, "nvmlDeviceGetComputeRunningProcesses_v3");
         set(nvml.gprocs, "nvmlDeviceGetGraphicsRunningProcesses_v3");
         set(nvml.util, "nvmlDeviceGetUtilizationRates");
+        set(nvml.detail, "nvmlDeviceGetRunningProcessDetailList");
       }
     } else if (cmd == "nvml-mem" || cmd == "nvml-mem2") {
       unsigned long long total = 0, used = 0, free_bytes = 0;
@@ -328,12 +333,23 @@ int main(int argc, char** argv) {
         total = m.total, used = m.used, free_bytes = m.free;
       }
       printf("%s %llu %llu %llu %d\n", cmd.c_str(), total >> 20, used >> 20, free_bytes >> 20, r);
-    } else if (cmd == "nvml-procs" || cmd == "nvml-gprocs") {
-      const std::string version = cmd == "nvml-procs" ? arg() : "v3";
+    } else if (cmd == "nvml-procs" || cmd == "nvml-gprocs" || cmd == "nvml-detail") {
+      const std::string version = cmd == "nvml-procs" ? arg() : cmd == "nvml-detail" ? "detail" : "v3";
+      const unsigned mode =
+          cmd == "nvml-detail" ? static_cast<unsigned>(atoi(arg())) : NVML_PROCESS_MODE_COMPUTE;
       unsigned count = 0;
       nvmlProcessInfo_v1_t one[64];
       nvmlProcessInfo_v2_t two[64];
+      nvmlProcessDetail_v1_t details[64];
       const auto call = [&](unsigned* n, bool buffers) {
+        if (version == "detail") {
+          nvmlProcessDetailList_t list{nvmlProcessDetailList_v1, mode, *n, buffers ? details : nullptr};
+          const nvmlReturn_t r = nvml.detail(nvml_device_of(), &list);
+          for (unsigned i = 0; buffers && i < list.numProcArrayEntries && i < 64; ++i)
+            two[i] = {details[i].pid, details[i].usedGpuMemory, 0, 0};
+          *n = list.numProcArrayEntries;
+          return r;
+        }
         if (cmd == "nvml-gprocs") return nvml.gprocs(nvml_device_of(), n, buffers ? two : nullptr);
         if (version == "v1") return nvml.procs1(nvml_device_of(), n, buffers ? one : nullptr);
         if (version == "v2") return nvml.procs2(nvml_device_of(), n, buffers ? two : nullptr);
