@@ -9,9 +9,13 @@
   train   a training step of a small MLP (forward, backward, AdamW) for --seconds (steps/s)
   nvml    allocates --mib MiB, then reads what NVML says of the card from inside this process
 matmul, graph and burst initialise CUDA, then wait until the wall-clock time --start-at (so that processes of
-one scenario start together however long their imports took) and stop at --stop-at; --log writes one line
-per synchronised batch: wall time, products done (burst adds "# busy <t0> <t1>" lines). Every mode prints
-one JSON line.
+one scenario start together however long their imports took) and stop at --stop-at; --log writes "# pid <pid>"
+(the pid NVML's samples name), then one line per synchronised batch: wall time, products done, the card time
+the batch took by CUDA events in ms, and 1 when a launch of the batch waited (the guard held it: its event
+time then includes the wait) else 0 (burst adds "# busy <t0> <t1>" lines). Before each batch a one-element
+addition takes any wait the guard imposes, so that the events time the products alone; alone on the card,
+the event times add up to the process's card time. hold --stop-file waits for that file instead of --seconds.
+Every mode prints one JSON line.
 """
 import argparse
 import json
@@ -34,6 +38,7 @@ p.add_argument("--cycles", type=int, default=3)
 p.add_argument("--n", type=int, default=8192)
 p.add_argument("--batch", type=int, default=2)
 p.add_argument("--log")
+p.add_argument("--stop-file")
 a = p.parse_args()
 
 MiB = 1 << 20
@@ -77,8 +82,10 @@ if a.mode == "mem":
 elif a.mode == "hold":
     t = torch.empty(a.mib * MiB, dtype=torch.uint8, device="cuda")
     torch.cuda.synchronize()
-    emit({"mode": "hold", "held_mib": a.mib, "info": info()})
-    time.sleep(a.seconds)
+    emit({"mode": "hold", "pid": os.getpid(), "held_mib": a.mib, "info": info()})
+    end = time.time() + a.seconds
+    while time.time() < end and not (a.stop_file and os.path.exists(a.stop_file)):
+        time.sleep(0.05)
 elif a.mode == "nvml":
     t = torch.empty(a.mib * MiB, dtype=torch.uint8, device="cuda") if a.mib else None
     torch.cuda.synchronize()
@@ -149,17 +156,26 @@ else:
             for _ in range(a.batch):
                 torch.matmul(x, y, out=z)
     log = open(a.log, "w") if a.log else None
+    if log:
+        log.write(f"# pid {os.getpid()}\n")
+    one = torch.zeros(1, device="cuda")
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     wait_until(a.start_at)
     start = time.time()
     stop = a.stop_at or start + a.warmup + a.seconds
 
     def run_until(deadline, done):
         while time.time() < deadline:
+            one.add_(1)  # any wait for the share falls here, before the events
+            begin.record()
+            launched = time.perf_counter()
             step()
+            held = time.perf_counter() - launched > 0.001
+            end.record()
             torch.cuda.synchronize()
             done += a.batch
             if log:
-                log.write(f"{time.time():.4f} {done}\n")
+                log.write(f"{time.time():.4f} {done} {begin.elapsed_time(end):.3f} {int(held)}\n")
         return done
 
     if a.mode in ("matmul", "graph"):

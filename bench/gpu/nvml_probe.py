@@ -4,8 +4,11 @@
       what NVML reports of SM utilisation, per process and for the card, while a load runs (no command: a 4 s
       matmul loop of guard_torch.py): the samples the guard's compute share is charged from.
       PROBE_STEPS: how many 0.2 s steps to sample (default 20).
-  python3 bench/gpu/nvml_probe.py card --seconds S --log FILE
-      the card's utilisation (nvmlDeviceGetUtilizationRates) every 0.1 s: "<wall time> <gpu percent>" lines.
+  python3 bench/gpu/nvml_probe.py card --seconds S --log FILE [--samples FILE]
+      the card every 0.1 s: "<wall time> <gpu percent> <SM clock MHz> <power W>" lines (GPU-Util is
+      nvmlDeviceGetUtilizationRates); with --samples, also every per-process utilisation sample NVML gives
+      (nvmlDeviceGetProcessUtilization, what the guard charges): "<stamp us> <pid> <sm percent>" lines. Run
+      outside the guard, it sees every process of the card.
   python3 bench/gpu/nvml_probe.py slice
       what NVML answers this process of card 0: memory (v1 and v2), compute processes (v3 and v1),
       utilisation, as one JSON line (under the guard: the container's slice).
@@ -84,12 +87,27 @@ def main():
     if mode == "card":
         seconds = float(sys.argv[sys.argv.index("--seconds") + 1])
         log = open(sys.argv[sys.argv.index("--log") + 1], "w")
+        samples = open(sys.argv[sys.argv.index("--samples") + 1], "w") if "--samples" in sys.argv else None
+        last = int(time.time() * 1e6)  # only samples newer than now, as the guard reads them
         end = time.time() + seconds
         while time.time() < end:
             r = Rates()
+            mhz, mw = ctypes.c_uint(0), ctypes.c_uint(0)
+            nvml.nvmlDeviceGetClockInfo(dev, 1, ctypes.byref(mhz))  # NVML_CLOCK_SM
+            nvml.nvmlDeviceGetPowerUsage(dev, ctypes.byref(mw))
             if nvml.nvmlDeviceGetUtilizationRates(dev, ctypes.byref(r)) == 0:
-                log.write(f"{time.time():.3f} {r.gpu}\n")
+                log.write(f"{time.time():.3f} {r.gpu} {mhz.value} {mw.value / 1000:.0f}\n")
                 log.flush()
+            if samples:
+                buf = (Sample * 1024)()
+                n = ctypes.c_uint(1024)
+                if nvml.nvmlDeviceGetProcessUtilization(dev, buf, ctypes.byref(n), ctypes.c_ulonglong(last)) == 0:
+                    got = [buf[k] for k in range(min(n.value, 1024))]
+                    for g in sorted(got, key=lambda g: g.timeStamp):
+                        samples.write(f"{g.timeStamp} {g.pid} {g.smUtil}\n")
+                    if got:
+                        last = max(g.timeStamp for g in got)
+                    samples.flush()
             time.sleep(0.1)
     elif mode == "slice":
         print(json.dumps(slice_view(dev)), flush=True)
