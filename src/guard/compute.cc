@@ -153,13 +153,14 @@ void RefillCard(int index, CardHandle& c) {
 
 // ---- the reader: one thread per process held to a share refills its cards' budgets every kRefillNs while
 // its container launches or waits, so that a launch never waits for NVML (whose call takes milliseconds on
-// a real driver: inline, at a refill every 20 ms, it cost a launch-bound loop 13 percent). Started at the
-// first launch that needs it; where it cannot start, launches refill themselves as before.
+// a real driver: made inline at a refill every 20 ms, it is the likely cause of a launch-bound loop's 13
+// percent loss on an H200). Started at the first launch that needs it; where it cannot start, launches refill
+// themselves as before.
 
 enum ReaderState : int { kReaderNone = 0, kReaderRunning = 1, kReaderFailed = -1 };
 std::atomic<int> g_reader{kReaderNone};
 std::atomic<bool> g_reader_stop{false};
-std::atomic<bool> g_reader_inside{false};  // the thread is between two sleeps
+std::atomic<bool> g_reader_inside{false};  // the thread is awake, between two sleeps
 std::once_flag g_reader_once;
 
 // Whether the container of card handle `c` wants its budgets refilled at `now`: it launched in the last
@@ -199,10 +200,10 @@ void StartReaderOnce() {
     pthread_attr_t attr;
     pthread_t thread;
     bool started = false;
-    // The thread takes none of the program's signals, and holds no stack of note.
+    // The thread takes none of the program's signals, and reserves a small stack (NVML's calls included).
     if (pthread_attr_init(&attr) == 0) {
       pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-      pthread_attr_setstacksize(&attr, 256 * 1024);
+      pthread_attr_setstacksize(&attr, 1 << 20);
       pthread_sigmask(SIG_SETMASK, &all, &old);
       started = pthread_create(&thread, &attr, ReaderMain, nullptr) == 0;
       pthread_sigmask(SIG_SETMASK, &old, nullptr);
@@ -213,7 +214,7 @@ void StartReaderOnce() {
       g_reader.store(kReaderRunning, std::memory_order_release);
     } else {
       g_reader.store(kReaderFailed, std::memory_order_release);
-      Log(LogClass::kNvml, true,
+      Log(LogClass::kReader, true,
           "the guard could not start its NVML reader thread, so launches refill the compute budgets "
           "themselves");
     }

@@ -115,7 +115,8 @@ struct nvmlProcessInfo_v2_t {
   unsigned int gpuInstanceId;
   unsigned int computeInstanceId;
 };
-// nvmlDeviceGetRunningProcessDetailList's list (version 1): one mode's processes (nvidia-smi 550 and later).
+// nvmlDeviceGetRunningProcessDetailList's list (version 1, NVML of driver 550 and later): one mode's
+// processes.
 struct nvmlProcessDetail_v1_t {
   unsigned int pid;
   unsigned long long usedGpuMemory;

@@ -57,6 +57,7 @@ enum class LogClass {
   kHold,
   kNvml,
   kNvmlLost,
+  kReader,
   kClockOnline,
   kClockRefill,
   kClockNvml,

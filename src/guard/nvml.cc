@@ -203,9 +203,9 @@ MGPU_NO_PROCESSES(nvmlDeviceGetMPSComputeRunningProcesses_v2, nvmlProcessInfo_v2
 MGPU_NO_PROCESSES(nvmlDeviceGetMPSComputeRunningProcesses_v3, nvmlProcessInfo_v2_t)
 #undef MGPU_NO_PROCESSES
 
-// One list for every kind of process (nvidia-smi 550 and later draws its process table from it): the
-// container's own as its compute processes, none of the others. A version the guard does not know gets NVML's
-// own answer.
+// One list for every kind of process (NVML of driver 550 and later; a likely source of nvidia-smi's process
+// table, which listed the whole card in a container on driver 580): the container's own as its compute
+// processes, none of the others. A version the guard does not know gets NVML's own answer.
 MGPU_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
                                                                nvmlProcessDetailList_t* list) {
   auto real = MGPU_REAL_NVML(nvmlDeviceGetRunningProcessDetailList);
