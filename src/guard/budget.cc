@@ -148,20 +148,46 @@ RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t
     r.launches_at_refill = A(r.launches).load();
     if (!HeldToShare(r)) continue;
     int64_t gain = r.share_percent;
-    // Offline work gains nothing while online work holds it back: its percent is of the time it may run, not
-    // saved up to burst past online's release.
-    if (Offline(r) && OfflineWaitNs(Load(f.header.online_last_launch_ns), now_ns, r.release_ns) > 0) gain = 0;
+    // Offline work gains nothing while online work holds it back, and keeps no credit: its percent is of the
+    // time it may run, not saved up to burst past online's release.
+    const bool held_back =
+        Offline(r) && OfflineWaitNs(Load(f.header.online_last_launch_ns), now_ns, r.release_ns) > 0;
+    if (held_back) gain = 0;
     if (!Offline(r) && r.policy == static_cast<uint32_t>(SharePolicy::kGuaranteedBurstShare)) {
       const int64_t others = strangers + claimed - claim[i];
       const int64_t left = others >= 100 ? 0 : 100 - others;
       if (left > gain) gain = left;
     }
-    // Use is charged when NVML reports it, a sample period late: the credit may hold what is gained over a
-    // burst and that lag, or the charge of a period's use would find its gain thrown away; and it may owe up
-    // to a second of the whole card, since a debt forgiven is compute taken beyond the share.
+    // What its credit may hold. Use is charged when NVML reports it, up to one and a half sample periods
+    // late, and a driver that names one process per period (an H100, an H200) charges it the period's whole
+    // use at once, after periods that named others: so while a container runs, its credit holds its share's
+    // gain over a 100 ms burst and that lag, plus one period of the whole card, or the gains of the periods
+    // between its charges would be thrown away (with the larger of the two instead of their sum, the 50 of a
+    // simulated 20+30+50 held 47.5 over 20 s). A container that has not launched, waited or been measured
+    // for that lag has nothing in flight, and keeps its 100 ms burst.
+    const int64_t share = r.share_percent;
+    const int64_t burst = StartingCredit(r.share_percent);
     const int64_t lag = std::max<int64_t>(kSampleLagUs, static_cast<int64_t>(period_us + period_us / 2));
-    const int64_t most = std::max<int64_t>(gain * (kBurstUs + lag), 100 * static_cast<int64_t>(period_us));
-    int64_t credit = A(r.credit).load() + gain * static_cast<int64_t>(dt_us) - usage.busy[i];
+    const bool running = Load(r.waiting) > 0 ||
+                         Load(r.last_launch_ns) + static_cast<uint64_t>(lag) * 1000 > now_ns ||
+                         usage.util[i] > 0;
+    const int64_t most = running ? share * (kBurstUs + lag) + 100 * static_cast<int64_t>(period_us) : burst;
+    int64_t credit = A(r.credit).load() + gain * static_cast<int64_t>(dt_us);
+    // What it saved while idle, held back by online work, or under guaranteed-burst-share while it used what
+    // the others left, is not kept once it runs at its share again: a start after idle bursts no more than
+    // 100 ms of the share, and a burster gives way as soon as the others want their shares back (keeping a
+    // period of the whole card, a bursting 30 held a simulated 70 that joined it to 57 percent of its first
+    // second).
+    const bool saving = !running || gain != share;
+    if (!saving && (A(r.flags).load() & kContainerSaved)) credit = std::min(credit, burst);
+    if (held_back) credit = std::min<int64_t>(credit, 0);
+    if (saving) {
+      A(r.flags).fetch_or(kContainerSaved);
+    } else {
+      A(r.flags).fetch_and(~kContainerSaved);
+    }
+    // It may owe up to a second of the whole card, since a debt forgiven is compute taken beyond the share.
+    credit -= usage.busy[i];
     credit = credit > most ? most : (credit < kMostDebt ? kMostDebt : credit);
     A(r.credit).store(credit);
   }

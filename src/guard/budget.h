@@ -84,6 +84,14 @@ inline uint64_t SamplesSince(const StateFile& f, uint64_t now_real_us) {
   return FromAnotherClock(seen * 1000, now_real_us * 1000) ? now_real_us : seen;
 }
 
+// Whether container `r` wants its card's budgets refilled at `now_ns`: it launched within the longest refill
+// gap or has a launch waiting. A process's NVML reader refills only then.
+inline bool RefillWanted(const ContainerRecord& r, uint64_t now_ns) {
+  return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(r.waiting)).load() > 0 ||
+         std::atomic_ref<uint64_t>(const_cast<uint64_t&>(r.last_launch_ns)).load() + kMaxRefillGapUs * 1000 >
+             now_ns;
+}
+
 enum class RefillOutcome {
   kMeasured,       // new samples were charged
   kKept,           // none new, but the last rates are recent enough to stand
@@ -93,8 +101,11 @@ enum class RefillOutcome {
 
 // Refills every container's budget on card `f` at `now_ns`: each held to a share gains it
 // (guaranteed-burst-share also what the other containers leave idle) and is charged what `samples` (NVML's
-// new ones, maybe none; sorted here) show it used. Updates the records' rates, the card's stamps and its
-// learned sample period. Under the card lock, when RefillDue.
+// new ones, maybe none; sorted here) show it used. While it runs, its credit holds at most its share over a
+// burst and NVML's lag plus one sample period of the whole card; idle, its burst (StartingCredit); what it
+// saved beyond its burst while idle, held back, or using idle compute is dropped when it runs at its share
+// again; it owes at most kMostDebt. Updates the records' rates, the card's stamps and its learned sample
+// period. Under the card lock, when RefillDue.
 RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t now_ns);
 
 // The budget a container record starts with: a full burst of its share.

@@ -2,6 +2,7 @@
 // offline, deterministically. Figures for a real card are bench/gpu/guard_on_gpu.sh's.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -58,7 +59,7 @@ TEST(GuardSimulation, SharesHoldAloneInPairsAndTriplesWithSamplesPerProcess) {
 TEST(GuardSimulation, SharesHoldOverMinutesWhenTheDriverNamesOneProcessPerSample) {
   Config config;
   config.duration_ms = 120'000;
-  config.one_process_per_sample = true;
+  config.naming = Config::Naming::kOneInProportion;
   for (const auto& shares : kSets) ExpectShares(config, SharePolicy::kFixedShare, shares, 2000);
   for (const auto& shares : kSets) ExpectShares(config, SharePolicy::kGuaranteedBurstShare, shares, 2000, 3);
 }
@@ -73,6 +74,93 @@ TEST(GuardSimulation, SharesHoldOnACardThatSamplesEvery200Ms) {
     for (const auto& shares : kSets) ExpectShares(config, policy, shares, 2000);
   const Result offline = Simulate(config, {Tenant{40, SharePolicy::kNativeBurstShare, QosLevel::kOffline}});
   EXPECT_NEAR(offline.Share(0, 2000, 10'000), 40, kPoints);
+}
+
+// What run 2 of issue 26 showed on an H200 (driver 580.159.04): a sample every 200 ms naming one process, the
+// one whose work ran at the stamp, with the card's whole use; processes that warmed up, waited about 1.5 s
+// and started together. The judge is the GPU run's: each share by the samples naming its process
+// (JudgedShare).
+Config H200(uint64_t seed, uint64_t duration_ms) {
+  Config config;
+  config.duration_ms = duration_ms;
+  config.sample_period_us = 200'000;
+  config.naming = Config::Naming::kOneAtTheEnd;
+  config.stamp_jitter_us = 3000;
+  config.seed = seed;
+  return config;
+}
+
+std::vector<Tenant> StartingTogether(SharePolicy policy, const std::vector<uint32_t>& shares, QosLevel qos) {
+  std::vector<Tenant> tenants;
+  for (uint32_t s : shares) {
+    Tenant t{s, policy, qos};
+    t.start_ms = 2000;
+    t.warmup_ms = 1500;
+    tenants.push_back(t);
+  }
+  return tenants;
+}
+
+// With one process named per 200 ms, a share's credit must hold the gains of the periods that named others
+// before the one that charges it a whole period: capped at the larger of its burst and one period of the card
+// instead of their sum, the 50 of 20+30+50 lost its gains and held 47.9 on average.
+TEST(GuardSimulation, SharesHoldOverTwentySecondsOnACardThatNamesOneProcessPer200Ms) {
+  constexpr int kSeeds = 10;
+  for (SharePolicy policy : {SharePolicy::kFixedShare, SharePolicy::kGuaranteedBurstShare}) {
+    for (const std::vector<uint32_t>& shares : {std::vector<uint32_t>{30, 70}, {20, 30, 50}, {10, 90}}) {
+      std::vector<double> mean(shares.size(), 0);
+      for (int seed = 1; seed <= kSeeds; ++seed) {
+        const Result r = Simulate(H200(seed, 23'500), StartingTogether(policy, shares, QosLevel::kOnline));
+        double judged_sum = 0;
+        for (size_t t = 0; t < shares.size(); ++t) {
+          const double judged = r.JudgedShare(static_cast<int>(t), 3000, 23'000);
+          EXPECT_NEAR(judged, shares[t], 3) << Name(policy) << " seed " << seed << " tenant " << t;
+          mean[t] += judged / kSeeds;
+          judged_sum += judged;
+        }
+        EXPECT_GE(judged_sum, 100 - kMostIdle) << Name(policy) << " seed " << seed;
+      }
+      for (size_t t = 0; t < shares.size(); ++t)
+        EXPECT_NEAR(mean[t], shares[t], 1) << Name(policy) << " tenant " << t << " of " << shares.size();
+    }
+  }
+}
+
+// A guaranteed-burst-share 30 uses the idle card alone; a 70 starts beside it. The 30 gives way at once: what
+// it saved while it used the idle card is not kept once the 70 wants its share (kept, a period of the whole
+// card let the 30 hold the 70 to 53 percent of its first second).
+TEST(GuardSimulation, AGuaranteedBursterGivesWayAsSoonAsANeighbourWantsItsShare) {
+  constexpr int kSeeds = 20;
+  double first_second = 0, after = 0;
+  for (int seed = 1; seed <= kSeeds; ++seed) {
+    const Result r =
+        Simulate(H200(seed, 9500), {Tenant{30, SharePolicy::kGuaranteedBurstShare},
+                                    Tenant{70, SharePolicy::kGuaranteedBurstShare, QosLevel::kOnline, 3000}});
+    EXPECT_GT(r.Share(0, 1000, 3000), 100 - kMostIdle) << "alone, the 30 uses the idle card; seed " << seed;
+    first_second += r.Share(1, 3000, 4000) / kSeeds;
+    after += r.JudgedShare(1, 4000, 9000) / kSeeds;
+  }
+  EXPECT_GE(first_second, 70 - kPoints) << "the newcomer's first second";
+  EXPECT_NEAR(after, 70, kPoints) << "from 1 s after its start, by NVML's samples";
+}
+
+// A start after idle bursts no more than 100 ms of the share: judged as run 2 judged, over 4 s from 0.5 s
+// after a common start, a fixed 10+90 and an offline 40 alone land within 2 points in most runs (saving a
+// period of the whole card while idle, the 10 spent it at half the card in its first second).
+TEST(GuardSimulation, AStartAfterIdleBurstsNoMoreThanTheShares100Ms) {
+  constexpr int kSeeds = 50;
+  int pairs_within = 0, offline_within = 0;
+  for (int seed = 1; seed <= kSeeds; ++seed) {
+    const Result pair =
+        Simulate(H200(seed, 7000), StartingTogether(SharePolicy::kFixedShare, {10, 90}, QosLevel::kOnline));
+    pairs_within += std::abs(pair.JudgedShare(0, 2500, 6500) - 10) <= kPoints &&
+                    std::abs(pair.JudgedShare(1, 2500, 6500) - 90) <= kPoints;
+    const Result offline = Simulate(
+        H200(seed, 7000), StartingTogether(SharePolicy::kNativeBurstShare, {40}, QosLevel::kOffline));
+    offline_within += std::abs(offline.JudgedShare(0, 2500, 6500) - 40) <= kPoints;
+  }
+  EXPECT_GE(pairs_within, kSeeds * 7 / 10) << "of " << kSeeds;
+  EXPECT_GE(offline_within, kSeeds * 9 / 10) << "of " << kSeeds;
 }
 
 TEST(GuardSimulation, ASharesSettlesWithinASecondOfAStartAndOfANeighboursExit) {

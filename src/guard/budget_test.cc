@@ -57,6 +57,7 @@ TEST_F(BudgetTest, AContainerStartsWithAFullBurstOfItsShare) {
 TEST_F(BudgetTest, FixedShareGainsItsShareAndPaysWhatItUsed) {
   const uint32_t a = Add(10, 30, SharePolicy::kFixedShare);
   R(a).credit = 0;
+  R(a).last_launch_ns = 1000 * kMs;  // its process runs
   // First refill: a period's gain (20 ms of 30 percent), nothing measured.
   EXPECT_EQ(Refill(*f_, nullptr, 0, 1000 * kMs), RefillOutcome::kNeverMeasured);
   EXPECT_EQ(R(a).credit, 30 * 20'000);
@@ -136,14 +137,52 @@ TEST_F(BudgetTest, ThePeriodIsTheShortestSpacingThatCanBeOne) {
   EXPECT_EQ(LearnPeriod(0, 0, s, 0), 0u);
 }
 
-TEST_F(BudgetTest, CreditSavesUpABurstAndNVMLsLagOrOneSampleOfTheCardAtMost) {
+TEST_F(BudgetTest, WhileItRunsTheCreditHoldsItsBurstNVMLsLagAndOnePeriodOfTheCard) {
   const uint32_t small = Add(10, 30, SharePolicy::kFixedShare);
   const uint32_t big = Add(11, 80, SharePolicy::kFixedShare);
+  R(small).waiting = 1;  // both run (a launch waits), and NVML charges nothing for 100 s
+  R(big).waiting = 1;
+  for (uint64_t t = 1; t <= 100; ++t) Refill(*f_, nullptr, 0, t * 1000 * kMs);
+  // Where the driver names one process per period, a process is charged the whole card's period at once,
+  // after the periods that named others: its credit holds their gains as well as its burst and NVML's lag.
+  const int64_t period_of_card = 100 * static_cast<int64_t>(kDefaultSamplePeriodUs);
+  EXPECT_EQ(R(small).credit, 30 * (kBurstUs + kSampleLagUs) + period_of_card);
+  EXPECT_EQ(R(big).credit, 80 * (kBurstUs + kSampleLagUs) + period_of_card);
+}
+
+TEST_F(BudgetTest, AnIdleContainerKeepsItsBurstAndRunsAgainWithNoMore) {
+  const uint32_t a = Add(10, 30, SharePolicy::kFixedShare);
   for (uint64_t t = 1; t <= 100; ++t) Refill(*f_, nullptr, 0, t * 1000 * kMs);  // idle for 100 s
-  // A small share may still save one sample period of the whole card, so that the charge of a period its
-  // process alone was named in does not find its gain thrown away.
-  EXPECT_EQ(R(small).credit, 100 * static_cast<int64_t>(kDefaultSamplePeriodUs));
-  EXPECT_EQ(R(big).credit, 80 * (kBurstUs + kSampleLagUs));
+  EXPECT_EQ(R(a).credit, StartingCredit(30));
+  // It launches again a second after the last refill: the second's gain is not saved either.
+  R(a).last_launch_ns = 101'000 * kMs;
+  Refill(*f_, nullptr, 0, 101'000 * kMs);
+  EXPECT_EQ(R(a).credit, StartingCredit(30));
+  Refill(*f_, nullptr, 0, 101'020 * kMs);  // running at its share: it gains again
+  EXPECT_EQ(R(a).credit, StartingCredit(30) + 30 * 20'000);
+}
+
+TEST_F(BudgetTest, ABursterKeepsNothingOfTheIdleCardOnceTheOthersWantTheirShares) {
+  const uint32_t burst = Add(10, 30, SharePolicy::kGuaranteedBurstShare);
+  const uint32_t other = Add(11, 70, SharePolicy::kFixedShare);
+  f_->header.last_refill_ns = 1000 * kMs;
+  f_->header.nvml_last_seen_us = 1'000'000;
+  f_->header.nvml_last_stamp_us = 1'000'000;
+  // Alone on the card, the burster gains all of it, and its credit holds a period of the card.
+  R(burst).last_launch_ns = 1000 * kMs;
+  R(burst).credit = 20'000'000;
+  Refill(*f_, nullptr, 0, 1020 * kMs);
+  EXPECT_EQ(R(burst).credit, 20'000'000 + 100 * 20'000);
+  // The other container launches: the burster is back at its share and keeps only its 100 ms burst, less
+  // the use charged now.
+  Launched(other);
+  R(other).last_launch_ns = 1030 * kMs;
+  UtilSample s[] = {S(10, 1'040'000, 100)};
+  Refill(*f_, s, 1, 1040 * kMs);
+  EXPECT_EQ(R(burst).credit, StartingCredit(30) - 100 * 40'000);
+  Launched(other);
+  Refill(*f_, nullptr, 0, 1060 * kMs);  // then, while the other runs, it gains its share
+  EXPECT_EQ(R(burst).credit, StartingCredit(30) - 100 * 40'000 + 30 * 20'000);
 }
 
 TEST_F(BudgetTest, NativeBurstShareIsNotHeldToAShare) {
@@ -160,14 +199,19 @@ TEST_F(BudgetTest, OfflineIsHeldToItsReclaimedPercentAndGainsNothingWhileOnlineR
   const uint32_t offline = Add(11, 40, SharePolicy::kNativeBurstShare, QosLevel::kOffline);
   R(offline).credit = 0;
   R(offline).release_ns = 100 * kMs;
+  R(offline).last_launch_ns = 1000 * kMs;
   f_->header.last_refill_ns = 1000 * kMs;
   Refill(*f_, nullptr, 0, 1020 * kMs);
   EXPECT_EQ(R(offline).credit, 40 * 20'000);  // its percent, whatever its policy
   f_->header.online_last_launch_ns = 1030 * kMs;
+  R(offline).waiting = 1;
   Refill(*f_, nullptr, 0, 1040 * kMs);
-  EXPECT_EQ(R(offline).credit, 40 * 20'000);  // held back by online work: nothing saved up
+  EXPECT_EQ(R(offline).credit, 0);  // held back by online work: nothing gained, nothing kept
+  R(offline).credit = -5;           // a late charge of its last run is still owed
+  Refill(*f_, nullptr, 0, 1060 * kMs);
+  EXPECT_EQ(R(offline).credit, -5);
   Refill(*f_, nullptr, 0, 1140 * kMs);
-  EXPECT_EQ(R(offline).credit, 40 * 20'000 + 40 * 100'000);  // released
+  EXPECT_EQ(R(offline).credit, -5 + 40 * 80'000);  // released, it gains its percent again
 }
 
 TEST_F(BudgetTest, WhoIsHeldToAShare) {

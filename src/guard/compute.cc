@@ -163,13 +163,6 @@ std::atomic<bool> g_reader_stop{false};
 std::atomic<bool> g_reader_inside{false};  // the thread is awake, between two sleeps
 std::once_flag g_reader_once;
 
-// Whether the container of card handle `c` wants its budgets refilled at `now`: it launched in the last
-// refill gap or has a launch waiting.
-bool Wanted(const CardHandle& c, uint64_t now) {
-  ContainerRecord& r = c.file->containers[c.container];
-  return A(r.waiting).load() > 0 || A(r.last_launch_ns).load() + kMaxRefillGapUs * 1000 > now;
-}
-
 void* ReaderMain(void*) {
   while (!g_reader_stop.load(std::memory_order_acquire)) {
     SleepNs(kRefillNs);
@@ -177,7 +170,9 @@ void* ReaderMain(void*) {
     if (g_reader_stop.load(std::memory_order_seq_cst)) break;
     for (int i = 0; i < g_settings.card_count; ++i) {
       CardHandle& c = g_cards[i];
-      if (c.status.load(std::memory_order_acquire) != 1 || !Measurable(i) || !Wanted(c, NowNs())) continue;
+      if (c.status.load(std::memory_order_acquire) != 1 || !Measurable(i) ||
+          !RefillWanted(c.file->containers[c.container], NowNs()))
+        continue;
       RefillCard(i, c);
     }
     g_reader_inside.store(false, std::memory_order_release);

@@ -88,6 +88,10 @@ struct ContainerRecord {
 
 // ContainerRecord.flags
 inline constexpr uint32_t kContainerShareUnmeasured = 1;  // a process could not measure its use (no NVML)
+// The last refill found it idle or, under guaranteed-burst-share, using what the others left: credit beyond
+// its 100 ms burst is not kept when it next runs at its share (budget.h). A guard of an earlier release
+// ignores it.
+inline constexpr uint32_t kContainerSaved = 2;
 
 struct ProcessSlot {
   uint32_t in_use;

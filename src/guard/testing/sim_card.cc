@@ -26,8 +26,11 @@ struct Process {
   int launched = 0;        // kernels of the current batch launched
   bool waiting = false;    // a launch is held
   bool held_online = false;
-  uint64_t wake_us = 0;      // a held launch asks again then
-  uint64_t window_busy = 0;  // card time held in the current sample period, us
+  uint64_t wake_us = 0;         // a held launch asks again then
+  uint64_t window_busy = 0;     // card time held in the current sample period, us
+  bool warmed = false;          // its warm-up batch is launched
+  uint64_t last_busy_us = 0;    // it last held the card
+  uint64_t reader_wake_us = 0;  // its NVML reader's next refill
 };
 
 }  // namespace
@@ -43,6 +46,19 @@ double Result::Idle(uint64_t from_ms, uint64_t to_ms) const {
   double held = 0;
   for (size_t t = 0; t < used.size(); ++t) held += Share(static_cast<int>(t), from_ms, to_ms);
   return 100 - held;
+}
+
+double Result::JudgedShare(int t, uint64_t from_ms, uint64_t to_ms) const {
+  const double period_ms = static_cast<double>(period_us) / 1000;
+  double covered = 0;
+  for (const Sample& s : samples) {
+    if (s.tenant != t) continue;
+    const double end = static_cast<double>(s.stamp_ms);
+    const double overlap =
+        std::min(end, static_cast<double>(to_ms)) - std::max(end - period_ms, static_cast<double>(from_ms));
+    if (overlap > 0) covered += s.sm * overlap;
+  }
+  return to_ms > from_ms ? covered / static_cast<double>(to_ms - from_ms) : 0;
 }
 
 uint64_t Result::SettledAfter(int t, uint64_t from_ms, uint64_t to_ms, double target, double tolerance,
@@ -82,9 +98,11 @@ Result Simulate(const Config& config, const std::vector<Tenant>& tenants) {
   result.used.assign(tenants.size(), std::vector<double>(config.duration_ms / 100, 0.0));
   result.throttled.assign(tenants.size(), 0);
   result.held_back.assign(tenants.size(), 0);
+  result.period_us = config.sample_period_us;
   std::vector<Pending> nvml;
   std::mt19937_64 rng(config.seed);
   const auto mono = [](uint64_t us) { return kMonotonicBaseNs + us * 1000; };
+  uint64_t nominal_stamp_us = config.sample_period_us, next_stamp_us = nominal_stamp_us, last_stamp_us = 0;
 
   // The edge's refill (compute.cc's RefillCard): when due, the samples readable by now, newer than the last.
   const auto refill_if_due = [&](uint64_t now_us) {
@@ -103,7 +121,7 @@ Result Simulate(const Config& config, const std::vector<Tenant>& tenants) {
       Process& p = procs[i];
       const Tenant& t = tenants[i];
       const uint64_t ms = now / 1000;
-      const bool alive = ms >= t.start_ms && ms < t.stop_ms;
+      const bool alive = ms + t.warmup_ms >= t.start_ms && ms < t.stop_ms;
       ContainerRecord& r = f->containers[p.record];
       ProcessSlot& slot = f->processes[i];
       if (!alive) {
@@ -130,12 +148,18 @@ Result Simulate(const Config& config, const std::vector<Tenant>& tenants) {
         slot.container = p.record;
         slot.pid = static_cast<int32_t>(p.pid);
       }
-      const bool busy_phase = t.busy_ms == 0 || (ms - t.start_ms) % (t.busy_ms + t.idle_ms) < t.busy_ms;
+      // compute.cc's reader: every kRefillNs, a refill when due while the container wants one.
+      if (HeldToShare(p.settings) && now >= p.reader_wake_us) {
+        if (RefillWanted(r, mono(now))) refill_if_due(now);
+        p.reader_wake_us = now + kRefillNs / 1000;
+      }
+      const bool busy_phase = ms < t.start_ms
+                                  ? !p.warmed
+                                  : t.busy_ms == 0 || (ms - t.start_ms) % (t.busy_ms + t.idle_ms) < t.busy_ms;
       if (p.launched == config.kernels_per_sync && p.queued == 0) p.launched = 0;  // the batch is done
       while (busy_phase && p.launched < config.kernels_per_sync && now >= p.wake_us) {
-        // compute.cc's BeforeLaunch.
+        // compute.cc's BeforeLaunch, with its reader refilling.
         const bool measured = HeldToShare(p.settings);
-        if (measured) refill_if_due(now);
         const Hold hold = LaunchHold(*f, r, p.settings, measured, mono(now));
         if (hold != Hold::kNone) {
           if (!p.waiting) {
@@ -161,7 +185,7 @@ Result Simulate(const Config& config, const std::vector<Tenant>& tenants) {
         }
         NoteLaunch(*f, r, p.settings.qos, mono(now));
         if (p.queued++ == 0) p.head_left = config.kernel_us;
-        ++p.launched;
+        if (++p.launched == config.kernels_per_sync) p.warmed = true;
       }
     }
     // The card: time-sliced evenly among the processes with queued work.
@@ -173,6 +197,7 @@ Result Simulate(const Config& config, const std::vector<Tenant>& tenants) {
         Process& p = procs[i];
         if (p.queued == 0) continue;
         p.window_busy += slice;
+        p.last_busy_us = now;
         const size_t bin = now / bin_us;
         if (bin < result.used[i].size())
           result.used[i][bin] += static_cast<double>(slice) / static_cast<double>(bin_us);
@@ -185,28 +210,44 @@ Result Simulate(const Config& config, const std::vector<Tenant>& tenants) {
     }
     // NVML: at the end of each sample period, what each process held in it.
     const uint64_t next = now + config.step_us;
-    if (next / config.sample_period_us != now / config.sample_period_us) {
+    if (next >= next_stamp_us) {
       const uint64_t stamp = kRealtimeBaseUs + next;
+      const uint64_t window = next - last_stamp_us;
       const auto percent = [&](uint64_t us) {
-        return static_cast<uint32_t>(std::min<uint64_t>(100, us * 100 / config.sample_period_us));
+        return static_cast<uint32_t>(std::min<uint64_t>(100, us * 100 / window));
       };
+      last_stamp_us = next;
+      nominal_stamp_us += config.sample_period_us;
+      next_stamp_us = nominal_stamp_us;
+      if (config.stamp_jitter_us > 0)
+        next_stamp_us += rng() % (2 * config.stamp_jitter_us + 1) - config.stamp_jitter_us;
       uint64_t total = 0;
       for (const Process& p : procs) total += p.window_busy;
-      if (config.one_process_per_sample && total > 0) {
+      const auto report = [&](const Process& p, uint32_t sm) {
+        nvml.push_back({UtilSample{p.pid, stamp, sm, 0, 0, 0}, next + config.report_delay_us});
+        result.samples.push_back({next / 1000, static_cast<int>(&p - procs.data()), sm});
+      };
+      if (config.naming == Config::Naming::kOneInProportion && total > 0) {
         uint64_t pick = rng() % total;
         for (const Process& p : procs) {
           if (pick < p.window_busy) {
-            nvml.push_back(
-                {UtilSample{p.pid, stamp, percent(total), 0, 0, 0}, next + config.report_delay_us});
+            report(p, percent(total));
             break;
           }
           pick -= p.window_busy;
         }
-      } else {
+      } else if (config.naming == Config::Naming::kOneAtTheEnd && total > 0) {
+        // One of those on the card at the stamp (time-sliced evenly), else the last to leave it.
+        std::vector<const Process*> on;
+        const Process* last = nullptr;
         for (const Process& p : procs) {
-          if (p.window_busy > 0)
-            nvml.push_back(
-                {UtilSample{p.pid, stamp, percent(p.window_busy), 0, 0, 0}, next + config.report_delay_us});
+          if (p.queued > 0) on.push_back(&p);
+          if (p.window_busy > 0 && (!last || p.last_busy_us > last->last_busy_us)) last = &p;
+        }
+        report(on.empty() ? *last : *on[rng() % on.size()], percent(total));
+      } else if (config.naming == Config::Naming::kEveryProcess) {
+        for (const Process& p : procs) {
+          if (p.window_busy > 0) report(p, percent(p.window_busy));
         }
       }
       for (Process& p : procs) p.window_busy = 0;

@@ -26,6 +26,9 @@ struct Tenant {
   uint64_t stop_ms = UINT64_MAX;  // and exits
   uint64_t busy_ms = 0;           // with idle_ms: busy this long, then idle, in turn (0: always busy)
   uint64_t idle_ms = 0;
+  // Its process starts this much earlier, launches one batch (a program's CUDA and library warm-up) and
+  // waits for start_ms, as a GPU run's processes wait for a common start.
+  uint64_t warmup_ms = 0;
 };
 
 struct Config {
@@ -35,9 +38,14 @@ struct Config {
   int kernels_per_sync = 2;
   uint64_t sample_period_us = 166'667;  // NVML's, on current drivers
   uint64_t report_delay_us = 10'000;    // a sample is readable this long after its stamp
-  // The driver names one process per sample period (the one on the card at its end, drawn in proportion to
-  // the time each held), with the card's whole use, as seen on an H100; else one sample per process.
-  bool one_process_per_sample = false;
+  uint64_t stamp_jitter_us = 0;  // each stamp falls this much either side of its period's end, at random
+                                 // (run 2's H200: spacings of 200 ms, 1.8 ms standard deviation)
+  // Whom NVML's samples name: each process with its own use; or one process per period with the card's whole
+  // use, as an H100 and an H200 do, drawn in proportion to the time each held in the period, or the one on
+  // the card at the period's end (an H200, driver 580: in run 2 of issue 26, the process named was the one
+  // whose batch ran at the stamp in 71 % of the periods two shared, the one that held more in 52 %).
+  enum class Naming { kEveryProcess, kOneInProportion, kOneAtTheEnd };
+  Naming naming = Naming::kEveryProcess;
   uint64_t seed = 1;
   uint64_t release_ns = kDefaultReleaseNs;
 };
@@ -47,11 +55,21 @@ struct Result {
   std::vector<std::vector<double>> used;  // per tenant, per bin: the fraction of the card it held
   std::vector<uint64_t> throttled;        // per tenant: launches that waited for the share
   std::vector<uint64_t> held_back;        // per tenant: launches that waited for online work
+  struct Sample {
+    uint64_t stamp_ms;  // the end of its period, from the start
+    int tenant;         // the process it names
+    uint32_t sm;        // its percent
+  };
+  uint64_t period_us = 0;
+  std::vector<Sample> samples;  // every sample NVML gave, as an unguarded sampler reads them
 
   // Percent of the card tenant `t` held over [from_ms, to_ms).
   double Share(int t, uint64_t from_ms, uint64_t to_ms) const;
   // Percent of the card no tenant held over [from_ms, to_ms).
   double Idle(uint64_t from_ms, uint64_t to_ms) const;
+  // Tenant `t`'s share of the card over [from_ms, to_ms) as the GPU run's judge reads it
+  // (bench/gpu/guard_report.py): each sample naming it stands for its percent of the period before its stamp.
+  double JudgedShare(int t, uint64_t from_ms, uint64_t to_ms) const;
   // How long after `from_ms` tenant `t`'s share over every `window_ms` window (sliding by a bin) that ends by
   // `to_ms` stays within `tolerance` points of `target` (UINT64_MAX: never).
   uint64_t SettledAfter(int t, uint64_t from_ms, uint64_t to_ms, double target, double tolerance,

@@ -1,7 +1,10 @@
 // mgpu_guard_sim: the compute rules on the simulated card (sim_card.h), the scenarios of issue 26 printed as
 // a table: each tenant's share of the card and the card's idle time, and how soon a share settles after a
-// start or a neighbour's exit. Usage: mgpu_guard_sim [--one-process-per-sample] [--seconds N]
-// [--period-ms N] (NVML's sample period: 1/6 s by default; 200 on an H200 with driver 580)
+// start or a neighbour's exit. Usage: mgpu_guard_sim [--one-process-per-sample | --one-process-at-the-end]
+// [--seconds N] [--period-ms N] (NVML's sample period: 1/6 s by default; 200 on an H200 with driver 580)
+// [--warmup-ms N] (each process warms up this long before the common start, as in a GPU run) [--seeds N]
+// (shares: the mean over seeds 1..N). Each share is the card time the process held and, in brackets, what
+// NVML's samples show (the GPU run's judge).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,31 +28,61 @@ const char* PolicyName(SharePolicy p) {
 
 int main(int argc, char** argv) {
   Config config;
+  uint64_t warmup_ms = 0;
+  int seeds = 1;
   for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--one-process-per-sample")) config.one_process_per_sample = true;
+    if (!strcmp(argv[i], "--one-process-per-sample")) config.naming = Config::Naming::kOneInProportion;
+    if (!strcmp(argv[i], "--one-process-at-the-end")) config.naming = Config::Naming::kOneAtTheEnd;
     if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
       config.duration_ms = 1000 * strtoull(argv[++i], nullptr, 10);
     if (!strcmp(argv[i], "--period-ms") && i + 1 < argc)
       config.sample_period_us = 1000 * strtoull(argv[++i], nullptr, 10);
+    if (!strcmp(argv[i], "--warmup-ms") && i + 1 < argc) warmup_ms = strtoull(argv[++i], nullptr, 10);
+    if (!strcmp(argv[i], "--seeds") && i + 1 < argc) seeds = atoi(argv[++i]);
+    if (!strcmp(argv[i], "--jitter-ms") && i + 1 < argc)
+      config.stamp_jitter_us = 1000 * strtoull(argv[++i], nullptr, 10);
   }
-  printf("NVML model: %s, a period of %.1f ms; %llu s per run, measured from 2 s on\n",
-         config.one_process_per_sample ? "one process per sample period" : "a sample per process per period",
-         static_cast<double>(config.sample_period_us) / 1000,
-         static_cast<unsigned long long>(config.duration_ms / 1000));
+  printf(
+      "NVML model: %s, a period of %.1f ms; %llu s per run, measured from 2 s after the start%s; mean of "
+      "%d seed(s)\n",
+      config.naming == Config::Naming::kEveryProcess ? "a sample per process per period"
+      : config.naming == Config::Naming::kOneInProportion
+          ? "one process per period, in proportion to its time"
+          : "one process per period, the one at its end",
+      static_cast<double>(config.sample_period_us) / 1000,
+      static_cast<unsigned long long>(config.duration_ms / 1000), warmup_ms ? ", after a warm-up" : "",
+      seeds);
   const std::vector<std::vector<uint32_t>> sets = {{30}, {30, 70}, {20, 30, 50}, {10, 90}};
   for (SharePolicy policy : {SharePolicy::kFixedShare, SharePolicy::kGuaranteedBurstShare}) {
     for (const auto& shares : sets) {
       std::vector<Tenant> tenants;
-      for (uint32_t s : shares) tenants.push_back(Tenant{s, policy});
-      const Result r = Simulate(config, tenants);
+      for (uint32_t s : shares) {
+        Tenant t{s, policy};
+        t.start_ms = warmup_ms;
+        t.warmup_ms = warmup_ms;
+        tenants.push_back(t);
+      }
+      const uint64_t from = warmup_ms + 2000, to = warmup_ms + config.duration_ms;
+      std::vector<double> held(shares.size()), judged(shares.size());
+      double idle = 0;
+      for (int seed = 1; seed <= seeds; ++seed) {
+        Config c = config;
+        c.duration_ms = to;
+        c.seed = static_cast<uint64_t>(seed);
+        const Result r = Simulate(c, tenants);
+        for (size_t t = 0; t < shares.size(); ++t) {
+          held[t] += r.Share(static_cast<int>(t), from, to) / seeds;
+          judged[t] += r.JudgedShare(static_cast<int>(t), from, to) / seeds;
+        }
+        idle += r.Idle(from, to) / seeds;
+      }
       std::string line;
       for (size_t t = 0; t < shares.size(); ++t) {
         char cell[64];
-        snprintf(cell, sizeof(cell), "%s%u->%.1f", t ? " " : "", shares[t],
-                 r.Share(static_cast<int>(t), 2000, config.duration_ms));
+        snprintf(cell, sizeof(cell), "%s%u->%.1f (%.1f)", t ? " " : "", shares[t], held[t], judged[t]);
         line += cell;
       }
-      printf("%-24s %-28s idle %5.1f\n", PolicyName(policy), line.c_str(), r.Idle(2000, config.duration_ms));
+      printf("%-24s %-46s idle %5.1f\n", PolicyName(policy), line.c_str(), idle);
     }
   }
   // Settling: a 30 percent container starts at 3 s beside a running 70; the 70 exits at 6 s. How long until
