@@ -7,9 +7,20 @@
 #
 # (with the device tool: run(command="bash bench/gpu/guard_on_gpu.sh --second", timeout_s=300)). Results go
 # to $OUT (the device tool's) or /tmp/mgpu-gpu. Everything, in under 7 minutes: `bash bench/gpu/guard_on_gpu.sh`.
-# Without a GPU, `GUARD_GPU_DRY=<path of mgpu_guard_probe> bash bench/gpu/guard_on_gpu.sh --second` walks the
-# plan over the fake driver instead of PyTorch: each guarded process is the probe (one launch), so that every
-# container token the plan makes is shown to be accepted by the guard; nothing is measured.
+# The third run (after run 2's rule changes; about 50 s of scenarios at 4 s each, 75 s at 12):
+#
+#     GUARD_GPU_SHARE_SECONDS=12 bash bench/gpu/guard_on_gpu.sh --third
+#
+# alone (the throughput reference), guaranteed-burst-share 30+70 and 20+30+50, fixed-share 10+90 (each
+# measured GUARD_GPU_SHARE_SECONDS, default 4), offline at MGPU_RECLAIMED_CORE_PERCENT=40 (4 s), the report.
+# Where NVML names one process per 200 ms sample (an H200), a 4 s share is counted in 20 samples of 5 points
+# each: on the simulated card, with the rules of run 3, some share of 10+90, 30+70, 20+30+50 lands outside 2
+# points in 29, 55, 80 percent of 4 s runs, and in 4, 12, 28 percent of 12 s runs (bench/RESULTS.md
+# section 4).
+# Without a GPU, `GUARD_GPU_DRY=<path of mgpu_guard_probe> bash bench/gpu/guard_on_gpu.sh --second` (or
+# --third) walks the plan over the fake driver instead of PyTorch: each guarded process is the probe (one
+# launch), so that every container token the plan makes is shown to be accepted by the guard; nothing is
+# measured.
 #
 # Builds libmgpu-guard.so with the machine's g++ (no CMake, no NVIDIA headers: exactly src/guard/'s library
 # files), then measures under it, each part on its own so that one failing part is recorded and the rest go
@@ -35,10 +46,20 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 mode=full
 [ "${1:-}" = --second ] && mode=second
+[ "${1:-}" = --third ] && mode=third
 out=${OUT:-/tmp/mgpu-gpu}
 mkdir -p "$out"
 work=$(mktemp -d /tmp/mgpu-gpu-work.XXXXXX)
-if [ "$mode" = second ]; then budget=${GUARD_GPU_BUDGET_S:-230}; else budget=${GUARD_GPU_BUDGET_S:-400}; fi
+case $mode in
+second) budget=${GUARD_GPU_BUDGET_S:-230} ;;
+third) budget=${GUARD_GPU_BUDGET_S:-110} ;;
+*) budget=${GUARD_GPU_BUDGET_S:-400} ;;
+esac
+share_secs=${GUARD_GPU_SHARE_SECONDS:-4}
+if ! [[ $share_secs =~ ^[1-9][0-9]?$ ]]; then
+  echo "guard_on_gpu.sh: GUARD_GPU_SHARE_SECONDS must be a whole number of seconds from 1 to 99, not '$share_secs'" >&2
+  exit 2
+fi
 deadline=$((SECONDS + budget))
 status=$work/status.txt
 plan=$work/scenarios.jsonl
@@ -291,7 +312,14 @@ shares() {
   part "$short-10+90" 12 scenario "$short-10+90" share "$policy" 4 10 90
 }
 
-if [ "$mode" = second ]; then
+if [ "$mode" = third ]; then
+  part alone 12 scenario alone share none 4 -
+  part guaranteed-30+70 $((share_secs + 8)) scenario guaranteed-30+70 share guaranteed-burst-share "$share_secs" 30 70
+  part guaranteed-20+30+50 $((share_secs + 9)) scenario guaranteed-20+30+50 share guaranteed-burst-share \
+    "$share_secs" 20 30 50
+  part fixed-10+90 $((share_secs + 8)) scenario fixed-10+90 share fixed-share "$share_secs" 10 90
+  part offline-percent 12 scenario offline-percent share native-burst-share 4 40:offline
+elif [ "$mode" = second ]; then
   part alone 12 scenario alone share none 4 -
   shares fixed-share
   shares guaranteed-burst-share

@@ -9,7 +9,8 @@ the summary says so. Each process's share is reported three ways:
         an unguarded sampler): a sample covers the sample period before its stamp (the period is the usual
         spacing of the stamps, reported), weighted by its overlap with the measured window. The judge: within
         2 points of the share asked, the card's idle time (100 less every process's time) at most 3 points
-        where the shares add up to 100.
+        where the shares add up to 100. Where NVML names one process per sample, a share moves in steps of
+        one sample's worth of the window (reported: a 4 s window of 200 ms samples, 5 points).
   thr   its throughput, a percent of the unguarded alone rate (from its log: one line per synchronised batch:
         wall time, products done, the batch's card time by CUDA events, whether a launch of it waited). A card
         busy part of the time runs faster per busy second, and time-sliced contexts lose time switching, so
@@ -142,6 +143,11 @@ class Samples:
                 by.setdefault(stamp, set()).add(p)
         return round(statistics.mean(len(s) for s in by.values()), 2) if by else None
 
+    def stamps(self, a, b):
+        """How many sample periods end within [a, b]: where NVML names one process per sample (an H200), a
+        share of that window is counted in steps of one period's worth, 100 * period / (b - a) points."""
+        return len({stamp for stamp, _, _ in self.rows if a <= stamp <= b})
+
     def mean_sm(self, pid, a, b):
         vals = [sm for stamp, p, sm in self.rows if p == pid and a <= stamp <= b]
         return round(statistics.mean(vals), 1) if vals else None
@@ -221,6 +227,8 @@ def share_scenario(s):
     have_time = samples.period is not None and all(r["time"] is not None for r in procs)
     return {"window_s": round(b - a, 2), "procs": procs, "sample_period_ms": samples.period and
             round(1000 * samples.period, 1), "pids_per_stamp": samples.pids_per_stamp(a, b),
+            "samples_in_window": samples.stamps(a, b),
+            "points_per_sample": round(100 * samples.period / (b - a), 1) if samples.period and b > a else None,
             "idle_by_time": round(100 - all_time - others, 1) if have_time else None,
             "idle_by_thr": round(100 - sum(r["thr"] for r in procs), 1),
             "gpu_util": util, "sm_clock_mhz": clock, "power_w": power}
@@ -253,7 +261,8 @@ for s in plan:
         periods.add(r["sample_period_ms"])
     lines.append(f"  {s['name']:22s} {' '.join(cells):44s} idle {fmt(r['idle_by_time'])} (GPU-Util "
                  f"{fmt(r['gpu_util'])}, SM {fmt(r['sm_clock_mhz'], 0)} MHz, {fmt(r['power_w'], 0)} W, "
-                 f"{fmt(r['pids_per_stamp'], 2)} pids/sample)")
+                 f"{fmt(r['pids_per_stamp'], 2)} pids/sample, {r['samples_in_window']} samples of "
+                 f"{fmt(r['points_per_sample'])} points)")
     offline = any(p["qos"] == "offline" for p in r["procs"])
     promised = offline or s["policy"] == "fixed-share" or (
         s["policy"] == "guaranteed-burst-share" and len(r["procs"]) > 1)

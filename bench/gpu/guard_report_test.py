@@ -89,6 +89,10 @@ class ReportTest(unittest.TestCase):
         self.assertAlmostEqual(pair["procs"][0]["thr"], 30 * 0.93 / 0.99, delta=0.5)
         self.assertAlmostEqual(pair["procs"][0]["split"], 30, delta=0.3)
         self.assertEqual(pair["sample_period_ms"], 200.0)
+        # The window runs from 0.5 s after the last process's first batch to the first one's last: 4 s, 20 or
+        # 21 stamps of 5 points each.
+        self.assertIn(pair["samples_in_window"], (20, 21))
+        self.assertAlmostEqual(pair["points_per_sample"], 5.0, delta=0.1)
         self.assertLessEqual(abs(pair["idle_by_time"]), 0.5)
         self.assertEqual(results["fixed-30"]["procs"][0]["time"], 35.0)
         self.assertEqual(results["misses"], ["fixed-30 30->35.0"])
