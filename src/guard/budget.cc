@@ -172,14 +172,20 @@ RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t
                          Load(r.last_launch_ns) + static_cast<uint64_t>(lag) * 1000 > now_ns ||
                          usage.util[i] > 0;
     const int64_t most = running ? share * (kBurstUs + lag) + 100 * static_cast<int64_t>(period_us) : burst;
-    int64_t credit = A(r.credit).load() + gain * static_cast<int64_t>(dt_us);
+    int64_t credit = A(r.credit).load() + gain * static_cast<int64_t>(dt_us) - usage.busy[i];
     // What it saved while idle, held back by online work, or under guaranteed-burst-share while it used what
     // the others left, is not kept once it runs at its share again: a start after idle bursts no more than
     // 100 ms of the share, and a burster gives way as soon as the others want their shares back (keeping a
     // period of the whole card, a bursting 30 held a simulated 70 that joined it to 57 percent of its first
-    // second).
+    // second). It keeps what pays for the use NVML has not reported yet, at its last measured rate.
     const bool saving = !running || gain != share;
-    if (!saving && (A(r.flags).load() & kContainerSaved)) credit = std::min(credit, burst);
+    if (!saving && (A(r.flags).load() & kContainerSaved)) {
+      const uint64_t unreported_us =
+          f.header.last_sample_ns && now_ns > f.header.last_sample_ns
+              ? std::min<uint64_t>((now_ns - f.header.last_sample_ns) / 1000, static_cast<uint64_t>(lag))
+              : 0;
+      credit = std::min(credit, burst + static_cast<int64_t>(usage.util[i] * unreported_us));
+    }
     if (held_back) credit = std::min<int64_t>(credit, 0);
     if (saving) {
       A(r.flags).fetch_or(kContainerSaved);
@@ -187,7 +193,6 @@ RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t
       A(r.flags).fetch_and(~kContainerSaved);
     }
     // It may owe up to a second of the whole card, since a debt forgiven is compute taken beyond the share.
-    credit -= usage.busy[i];
     credit = credit > most ? most : (credit < kMostDebt ? kMostDebt : credit);
     A(r.credit).store(credit);
   }

@@ -126,9 +126,10 @@ TEST(GuardSimulation, SharesHoldOverTwentySecondsOnACardThatNamesOneProcessPer20
   }
 }
 
-// A guaranteed-burst-share 30 uses the idle card alone; a 70 starts beside it. The 30 gives way at once: what
-// it saved while it used the idle card is not kept once the 70 wants its share (kept, a period of the whole
-// card let the 30 hold the 70 to 53 percent of its first second).
+// A guaranteed-burst-share 30 uses the idle card alone; a 70 starts beside it. The 30 gives way as soon as
+// NVML has reported what it used alone (a period later): what it saved while it used the idle card is not
+// kept once the 70 wants its share (kept, a period of the whole card let the 30 hold the 70 to 57 percent of
+// its first second).
 TEST(GuardSimulation, AGuaranteedBursterGivesWayAsSoonAsANeighbourWantsItsShare) {
   constexpr int kSeeds = 20;
   double first_second = 0, after = 0;
@@ -140,7 +141,8 @@ TEST(GuardSimulation, AGuaranteedBursterGivesWayAsSoonAsANeighbourWantsItsShare)
     first_second += r.Share(1, 3000, 4000) / kSeeds;
     after += r.JudgedShare(1, 4000, 9000) / kSeeds;
   }
-  EXPECT_GE(first_second, 70 - kPoints) << "the newcomer's first second";
+  // A period of 200 ms at half the card instead of 70 percent costs the newcomer 4 points of that second.
+  EXPECT_GE(first_second, 70 - 5) << "the newcomer's first second";
   EXPECT_NEAR(after, 70, kPoints) << "from 1 s after its start, by NVML's samples";
 }
 

@@ -168,21 +168,23 @@ TEST_F(BudgetTest, ABursterKeepsNothingOfTheIdleCardOnceTheOthersWantTheirShares
   f_->header.last_refill_ns = 1000 * kMs;
   f_->header.nvml_last_seen_us = 1'000'000;
   f_->header.nvml_last_stamp_us = 1'000'000;
-  // Alone on the card, the burster gains all of it, and its credit holds a period of the card.
+  // Alone on the card, the burster gains all of it and uses all of it; its credit holds what it saved.
   R(burst).last_launch_ns = 1000 * kMs;
   R(burst).credit = 20'000'000;
-  Refill(*f_, nullptr, 0, 1020 * kMs);
-  EXPECT_EQ(R(burst).credit, 20'000'000 + 100 * 20'000);
-  // The other container launches: the burster is back at its share and keeps only its 100 ms burst, less
-  // the use charged now.
+  UtilSample s[] = {S(10, 1'020'000, 100)};
+  Refill(*f_, s, 1, 1020 * kMs);
+  EXPECT_EQ(R(burst).credit, 20'000'000);
+  // The other container launches: the burster is back at its share and keeps its 100 ms burst and what
+  // pays for the 20 ms of its use at 100 percent that NVML has not reported yet.
   Launched(other);
   R(other).last_launch_ns = 1030 * kMs;
-  UtilSample s[] = {S(10, 1'040'000, 100)};
-  Refill(*f_, s, 1, 1040 * kMs);
-  EXPECT_EQ(R(burst).credit, StartingCredit(30) - 100 * 40'000);
+  Refill(*f_, nullptr, 0, 1040 * kMs);
+  EXPECT_EQ(R(burst).credit, StartingCredit(30) + 100 * 20'000);
+  // That use is charged; then it gains its share as before.
   Launched(other);
-  Refill(*f_, nullptr, 0, 1060 * kMs);  // then, while the other runs, it gains its share
-  EXPECT_EQ(R(burst).credit, StartingCredit(30) - 100 * 40'000 + 30 * 20'000);
+  UtilSample t[] = {S(10, 1'040'000, 100)};
+  Refill(*f_, t, 1, 1060 * kMs);
+  EXPECT_EQ(R(burst).credit, StartingCredit(30) + 30 * 20'000);
 }
 
 TEST_F(BudgetTest, NativeBurstShareIsNotHeldToAShare) {

@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
       double idle = 0;
       for (int seed = 1; seed <= seeds; ++seed) {
         Config c = config;
-        c.duration_ms = to;
+        c.duration_ms = to + 1000;  // so that the samples cover the window's end
         c.seed = static_cast<uint64_t>(seed);
         const Result r = Simulate(c, tenants);
         for (size_t t = 0; t < shares.size(); ++t) {
