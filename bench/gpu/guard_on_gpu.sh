@@ -15,7 +15,7 @@
 # measured GUARD_GPU_SHARE_SECONDS, default 4), offline at MGPU_RECLAIMED_CORE_PERCENT=40 (4 s), the report.
 # Where NVML names one process per 200 ms sample (an H200), a 4 s share is counted in 20 samples of 5 points
 # each: on the simulated card, with the rules of run 3, some share of 10+90, 30+70, 20+30+50 lands outside 2
-# points in 29, 55, 80 percent of 4 s runs, and in 4, 12, 28 percent of 12 s runs (bench/RESULTS.md
+# points in 29, 55, 81 percent of 4 s runs, and in 4, 12, 26 percent of 12 s runs (bench/RESULTS.md
 # section 4).
 # Without a GPU, `GUARD_GPU_DRY=<path of mgpu_guard_probe> bash bench/gpu/guard_on_gpu.sh --second` (or
 # --third) walks the plan over the fake driver instead of PyTorch: each guarded process is the probe (one
