@@ -148,8 +148,9 @@ RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t
     r.launches_at_refill = A(r.launches).load();
     if (!HeldToShare(r)) continue;
     int64_t gain = r.share_percent;
-    // Offline work gains nothing while online work holds it back, and keeps no credit: its percent is of the
-    // time it may run, not saved up to burst past online's release.
+    // Offline work gains nothing while online work holds it back, and keeps no more than one refill's gain
+    // (so that its first launch after the release goes at once): its percent is of the time it may run, not
+    // saved up to burst past online's release.
     const bool held_back =
         Offline(r) && OfflineWaitNs(Load(f.header.online_last_launch_ns), now_ns, r.release_ns) > 0;
     if (held_back) gain = 0;
@@ -159,7 +160,7 @@ RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t
       if (left > gain) gain = left;
     }
     // What its credit may hold. Use is charged when NVML reports it, up to one and a half sample periods
-    // late, and a driver that names one process per period (an H100, an H200) charges it the period's whole
+    // late, and a driver that names one process per period (an H100; an H200) charges it the period's whole
     // use at once, after periods that named others: so while a container runs, its credit holds its share's
     // gain over a 100 ms burst and that lag, plus one period of the whole card, or the gains of the periods
     // between its charges would be thrown away (with the larger of the two instead of their sum, the 50 of a
@@ -186,7 +187,7 @@ RefillOutcome Refill(StateFile& f, UtilSample* samples, unsigned count, uint64_t
               : 0;
       credit = std::min(credit, burst + static_cast<int64_t>(usage.util[i] * unreported_us));
     }
-    if (held_back) credit = std::min<int64_t>(credit, 0);
+    if (held_back) credit = std::min<int64_t>(credit, share * static_cast<int64_t>(kRefillNs / 1000));
     if (saving) {
       A(r.flags).fetch_or(kContainerSaved);
     } else {

@@ -207,9 +207,12 @@ TEST_F(BudgetTest, OfflineIsHeldToItsReclaimedPercentAndGainsNothingWhileOnlineR
   EXPECT_EQ(R(offline).credit, 40 * 20'000);  // its percent, whatever its policy
   f_->header.online_last_launch_ns = 1030 * kMs;
   R(offline).waiting = 1;
+  R(offline).credit = 10'000'000;  // what it had saved
   Refill(*f_, nullptr, 0, 1040 * kMs);
-  EXPECT_EQ(R(offline).credit, 0);  // held back by online work: nothing gained, nothing kept
-  R(offline).credit = -5;           // a late charge of its last run is still owed
+  // Held back by online work: nothing gained, and no more kept than one refill's gain, so that its first
+  // launch after the release goes at once.
+  EXPECT_EQ(R(offline).credit, 40 * 20'000);
+  R(offline).credit = -5;  // a late charge of its last run is still owed
   Refill(*f_, nullptr, 0, 1060 * kMs);
   EXPECT_EQ(R(offline).credit, -5);
   Refill(*f_, nullptr, 0, 1140 * kMs);
