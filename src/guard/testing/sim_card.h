@@ -5,9 +5,10 @@
 // time-slicing, a launch's wait) that neither the fake driver nor a test's wall clock can reproduce exactly.
 // So time is simulated: each tenant is one container with one process running a compute-bound loop (launch
 // `kernels_per_sync` kernels of `kernel_us` of card time each, wait for them, again), the card time-slices
-// evenly among the processes with queued work, and NVML reports each sample period's per-process use a
-// little later. Every launch passes the guard's rules as compute.cc does: the budgets refilled when due from
-// the samples readable by then (Refill), the launch held while LaunchHold says so, re-checked every
+// evenly among the processes with queued work, and NVML reports each sample period's use a little later
+// (per process, or naming one process per period: Config::naming). As in compute.cc, each process's NVML
+// reader refills the budgets every kRefillNs while its container wants it (RefillWanted), from the samples
+// readable by then (Refill), and every launch is held while LaunchHold says so, re-checked every
 // kWaitStepNs.
 #pragma once
 
