@@ -9,9 +9,10 @@
 
 #include "common/config.h"
 #include "common/http_server.h"
+#include "common/model.h"
 #include "common/result.h"
-#include "deviceplugin/plugin.h"
-#include "deviceplugin/pod_resources.h"
+#include "deviceplugin/allocated_pods.h"
+#include "deviceplugin/call_counts.h"
 #include "guard/state.h"
 
 namespace mgpu::dp {

@@ -5,6 +5,10 @@
 
 #include <atomic>
 
+#include "deviceplugin/devices.h"
+#include "deviceplugin/pod_resources.h"
+#include "kubelet/podresources/v1/api.pb.h"
+
 namespace mgpu::dp {
 namespace {
 
