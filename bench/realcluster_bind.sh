@@ -102,7 +102,10 @@ clk=$(getconf CLK_TCK)
 processes=(etcd kube-apiserver kube-controller-manager kube-scheduler api-nodes extender)
 pid_of() { if [ "$1" = extender ]; then echo $extender_pid; else cat "$state/pids/$1"; fi; }
 # utime + stime of a process, in clock ticks (the fields after the command name, which may hold spaces).
-ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+# A process that is not running (kube-scheduler while paused: a resume starts a new one) has spent none.
+ticks() {
+  if [ -r "/proc/$1/stat" ]; then sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; else echo 0; fi
+}
 declare -A t0 idle_rate
 sample() {  # into t0
   local p
@@ -120,7 +123,9 @@ scheduled() {
 }
 
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start" >&2
-# Each process's idle CPU (the nodes' leases, the controllers, the extender's lease).
+# Each process's idle CPU (the nodes' leases, the controllers, the extender's lease), once the API server has
+# taken in the nodes just created (measured right after, the idle rates came out above what the phases spent).
+sleep 30
 sample
 start=$(now)
 sleep 10
@@ -229,7 +234,7 @@ run_phase() {  # name, mgpu pods, plain pods
     nodes_json=$(curl -sk "$extender_url/v1/nodes")
     echo "  cards in use: $(echo "$nodes_json" | jq '[.nodes[].cards[] | select(.core > 0 or .reclaimedCore > 0 or .memoryMiB > 0)] | length'), over-committed: $(echo "$nodes_json" | jq '[.nodes[].cards[] | select(.core > 100 or .reclaimedCore > 100 or .memoryMiB > .capacityMiB)] | length')"
   fi
-  kubectl delete pods -n default --all --grace-period=0 --force --wait=true >/dev/null 2>&1 || true
+  kubectl delete pods -n default --all --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
   until [ "$(kubectl get pods -n default -o name | wc -l)" = 0 ]; do sleep 1; done
 }
 
