@@ -79,8 +79,9 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
                             .max_objects = static_cast<size_t>(config.extender.max_pods)},
       kube::InformerHandlers{upsert_pod,
                              [upsert_pod](const kube::Json&, const kube::Json& p) { upsert_pod(p); },
-                             [&cache](const kube::Json& p) {
+                             [&cache, &extender = *extender_](const kube::Json& p) {
                                cache.DeletePod(PodKeyOf(p), kube::MetadataString(p, "uid"));
+                               extender.Forget(kube::MetadataString(p, "uid"));
                                // glibc keeps freed memory in its arenas; hand it back after a wave of
                                // deletions so that RSS follows the cluster down.
                                static int deleted = 0;  // the informer's thread only

@@ -69,6 +69,11 @@ void Extender::Remember(FactsRef facts) {
   }
 }
 
+void Extender::Forget(const std::string& uid) {
+  std::lock_guard lock(facts_mu_);
+  facts_.erase(uid);  // its place in facts_order_ goes when the order comes to it
+}
+
 std::shared_ptr<const PodFacts> Extender::Read(const nlohmann::json& pod) {
   const nlohmann::json* meta = FindPath(pod, {"metadata"});
   if (meta) {

@@ -52,6 +52,9 @@ class Extender {
   PodReader Reader() {
     return [this](const nlohmann::json& pod) { return Read(pod); };
   }
+  // Forgets what Read remembered of pod `uid` (the pod informer saw it deleted): a deleted pod's facts are
+  // not kept until kRememberedPods newer pods push them out.
+  void Forget(const std::string& uid);
 
   FilterResult Filter(const ExtenderArgs& args);
   // One node passes: the one mgpu chooses, its cards held for the bind. When no node fits: as Filter.

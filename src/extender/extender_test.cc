@@ -84,6 +84,20 @@ TEST_F(ExtenderTest, FilterGivesEveryFailingNodeAReason) {
             std::string::npos);
 }
 
+// A pod read at the edge is remembered for the verbs that follow (the same facts for the same version), and
+// forgotten once the informer sees it deleted.
+TEST_F(ExtenderTest, ReadRemembersAPodUntilItIsForgotten) {
+  json pod = Pod("p", 30, 4096);
+  pod["metadata"]["resourceVersion"] = "7";
+  const std::shared_ptr<const PodFacts> first = extender_.Read(pod);
+  ASSERT_FALSE(first->uid.empty());
+  EXPECT_EQ(extender_.Read(pod), first) << "remembered";
+  extender_.Forget(first->uid);
+  const std::shared_ptr<const PodFacts> again = extender_.Read(pod);
+  EXPECT_NE(again, first) << "read again once forgotten";
+  EXPECT_EQ(again->key, first->key);
+}
+
 TEST_F(ExtenderTest, MetricsReportClusterRatiosAndPodShares) {
   const std::string text = metrics_.Render(*cache_.Snapshot());
   const auto has = [&](const std::string& line) {
