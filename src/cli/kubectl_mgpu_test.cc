@@ -175,10 +175,15 @@ TEST_F(KubectlMgpu, WhyGivesTheFiltersAnswerForEveryNodeHereAndFromTheExtender) 
   ASSERT_EQ(Run({"why", "p"}), 0) << err_.str();
   const std::string here = out_.str();
   EXPECT_NE(here.find("roomy     fits"), std::string::npos) << here;
-  EXPECT_NE(here.find("full-gpu0"), std::string::npos) << "why full does not fit:\n" << here;
+  EXPECT_NE(here.find("full      does not fit  no mgpu card free for 30 percent core and 4096 MiB"),
+            std::string::npos)
+      << "why full does not fit:\n"
+      << here;
   EXPECT_NE(here.find("cpu-only  does not fit"), std::string::npos) << here;
   ASSERT_EQ(Run({"why", "greedy", "-n", "default"}), 0) << err_.str();
-  EXPECT_NE(out_.str().find("roomy     cannot fit  pod default/greedy container c"), std::string::npos) << out_.str();
+  EXPECT_NE(out_.str().find("roomy     cannot fit  invalid mgpu request: pod default/greedy container c"),
+            std::string::npos)
+      << out_.str();
 
   // The same answers from a running extender's /filter over TLS (its live cache of the same API server).
   testing::TempDir certs_dir;

@@ -679,7 +679,7 @@ TEST_F(Deploy, AdmissionWebhookIsSafeAndReachesTheExtender) {
     // Only objects asking for an mgpu resource are sent, never mgpu's own namespace nor kube-system.
     ASSERT_TRUE(w["matchConditions"].is_array());
     for (const json& c : w["matchConditions"])
-      for (const std::string domain : {Config().resource_domain, std::string("vke.volcengine.com")})
+      for (const std::string& domain : {Config().resource_domain, std::string("vke.volcengine.com")})
         EXPECT_NE(c.value("expression", "").find("'" + domain + "/'"), std::string::npos) << domain;
     const std::string selector = w["namespaceSelector"].dump();
     for (const std::string& kept_out : {ns, std::string("kube-system")})
