@@ -6,33 +6,11 @@
 #include <set>
 
 #include "common/allocator.h"
+#include "common/clock.h"
 #include "common/codec.h"
 #include "common/json_path.h"
 
 namespace mgpu::extender {
-namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string Describe(const Assignment& assignment) {
-  std::string out;
-  for (const ContainerAssignment& c : assignment.containers) {
-    for (const CardShare& s : c.cards) {
-      if (!out.empty()) out += "; ";
-      out += c.container + ": " + s.uuid + " (";
-      out += s.reclaimed_core ? std::to_string(s.reclaimed_core) + " percent reclaimed core"
-                              : std::to_string(s.core) + " percent core";
-      out += ", " + std::to_string(s.memory_mib) + " MiB)";
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 Extender::Extender(ClusterCache& cache, kube::Client* client, kube::WorkloadResolver* workloads,
                    Metrics& metrics, std::function<bool()> is_leader, kube::EventQueue* events)
@@ -144,7 +122,7 @@ std::string Extender::BindWithCards(const BindArgs& args, FactsRef pod) {
   const std::string key = pod->key;  // a copy: a conflict replaces `pod`
   const ExtenderConfig& ec = cache_.config().extender;
   const ModelPublisher::Published model = model_.Current();
-  const int64_t assume_ns = NowNs();
+  const int64_t assume_ns = UnixNowNs();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ec.bind_wait_ms);
   bool waited = false;
   Result<Assignment> assignment =
@@ -194,7 +172,7 @@ std::string Extender::BindWithCards(const BindArgs& args, FactsRef pod) {
     spdlog::info("bind pod={} node={}: binding failed: {}", key, args.node, bound.message());
     return "cannot bind pod " + key + " to node " + args.node + ": " + bound.message();
   }
-  const std::string cards = Describe(*assignment);
+  const std::string cards = DescribeAssignment(*assignment);
   spdlog::info("bound pod={} node={} cards={}", key, args.node, cards);
   if (events_)
     events_->Post(kube::PodReference(args.pod_namespace, args.pod_name, pod->uid), "Normal", "GPUAssigned",

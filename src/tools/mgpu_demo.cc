@@ -37,20 +37,12 @@ std::string Annotation(const json& object, const std::string& key) {
   return it == annotations.end() ? "" : it->second;
 }
 
-// "server: card 0 (30% core, 4096 MiB)", one entry per container and card.
+// "server: card 0 (mgpu-core 30, mgpu-memory 4096 MiB)".
 std::string CardsText(const Assignment& assignment, const std::map<std::string, int>& index_of) {
-  std::string out;
-  for (const ContainerAssignment& container : assignment.containers) {
-    for (const CardShare& share : container.cards) {
-      auto index = index_of.find(share.uuid);
-      out += (out.empty() ? "" : "; ") + container.container + ": card " +
-             (index == index_of.end() ? share.uuid : std::to_string(index->second)) + " (" +
-             (share.core ? std::to_string(share.core) + "% core"
-                         : std::to_string(share.reclaimed_core) + "% reclaimed") +
-             ", " + std::to_string(share.memory_mib) + " MiB)";
-    }
-  }
-  return out;
+  return DescribeAssignment(assignment, [&index_of](const std::string& uuid) {
+    auto index = index_of.find(uuid);
+    return index == index_of.end() ? uuid : "card " + std::to_string(index->second);
+  });
 }
 
 void PrintPlacements(testing::LocalCluster& cluster, const std::vector<std::string>& pods,

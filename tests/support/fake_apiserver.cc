@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include "common/clock.h"
 #include "common/kube/client.h"
 
 #include <algorithm>
@@ -381,7 +382,7 @@ Outcome FakeApiServer::CreateLocked(const std::string& resource, const std::stri
   object["apiVersion"] = kind->group_version;
   object["kind"] = kind->kind;
   metadata["uid"] = NewUid();
-  metadata["creationTimestamp"] = kube::NowRfc3339();
+  metadata["creationTimestamp"] = Rfc3339(UnixNowNs());
   metadata["resourceVersion"] = std::to_string(++rv_);
   store[Key(ns, name)] = object;
   RecordLocked(resource, "ADDED", object, nullptr);
