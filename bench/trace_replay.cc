@@ -1,4 +1,4 @@
-// Replays the openb production trace (../shared/traces/openb/README.md) onto an empty simulated cluster and
+// Replays the openb production trace (bench/traces/openb/README.md) onto an empty simulated cluster and
 // reports the GPU capacity each placement policy leaves unallocated, the pods it turned away by kind
 // (CPU-only, sharing, one whole GPU, multi-GPU) and the CPU those pods asked for, beside an offline reference
 // (PackOffline: the same pods known in advance).
@@ -562,7 +562,7 @@ double Percentile(std::vector<double> v, double q) {
 }
 
 int Main(int argc, char** argv) {
-  std::string dir = std::string(MGPU_SHARED_DIR) + "/traces/openb";
+  std::string dir = std::string(MGPU_TRACES_DIR) + "/openb";
   std::vector<std::string> traces = {"default",    "cpu100",     "cpu200",    "gpushare40", "gpushare80",
                                      "multigpu20", "multigpu40", "gpuspec10", "gpuspec20"};
   std::vector<std::pair<Policy, std::string>> policies = kPolicies;

@@ -25,6 +25,11 @@ NodeFacts ReadNode(const nlohmann::json& node, const Config& config) {
                     std::to_string(inventory->memory_unit_mib) + " MiB but the extender's memoryUnitMiB is " +
                     std::to_string(config.memory_unit_mib) + "; use one memoryUnitMiB cluster-wide";
     } else {
+      // A stopping plugin's node keeps its cards and pods in view (kubectl mgpu, the metrics) but takes no new
+      // pod: the kubelet would fail its admission once the plugin is gone.
+      if (inventory->stopping)
+        out.problem =
+            "node " + out.name + "'s mgpu-device-plugin is stopping; its cards take no new pods until it is back";
       out.inventory = std::move(*inventory);
     }
   }

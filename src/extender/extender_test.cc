@@ -19,7 +19,7 @@ using namespace testobj;
 using nlohmann::json;
 
 std::string Fixture(const std::string& name) {
-  std::ifstream in(std::string(MGPU_SHARED_DIR) + "/fixtures/kube-scheduler/" + name);
+  std::ifstream in(std::string(MGPU_FIXTURES_DIR) + "/kube-scheduler/" + name);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
@@ -196,7 +196,7 @@ TEST_F(ExtenderTest, NoReasonIsAFormatString) {
     for (const auto& [node, reason] : r.failed) reasons.push_back(reason);
   }
   // Rule violations: every bad request of the seeds.
-  const std::string seeds = std::string(MGPU_SHARED_DIR) + "/fixtures/seed-scenarios/bad-requests.yaml";
+  const std::string seeds = std::string(MGPU_FIXTURES_DIR) + "/seed-scenarios/bad-requests.yaml";
   std::ifstream in(seeds);
   std::stringstream text;
   text << in.rdbuf();

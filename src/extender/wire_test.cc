@@ -15,7 +15,7 @@ std::shared_ptr<const PodFacts> ReadDefault(const json& pod) {
 }
 
 std::string Fixture(const std::string& name) {
-  std::ifstream in(std::string(MGPU_SHARED_DIR) + "/fixtures/kube-scheduler/" + name);
+  std::ifstream in(std::string(MGPU_FIXTURES_DIR) + "/kube-scheduler/" + name);
   std::stringstream s;
   s << in.rdbuf();
   EXPECT_TRUE(in.good() || in.eof()) << name;
