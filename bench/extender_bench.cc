@@ -43,7 +43,7 @@
 #include "extender/metrics.h"
 #include "extender/server.h"
 #include "extender/wire.h"
-#include "support/fake_apiserver.h"
+#include "testing/fake_apiserver.h"
 
 namespace mgpu::extender {
 namespace {

@@ -13,9 +13,9 @@
 #include "common/daemon.h"
 #include "common/test_objects.h"
 #include "extender/daemon.h"
-#include "support/fake_apiserver.h"
 #include "support/test_certs.h"
-#include "support/test_env.h"
+#include "testing/fake_apiserver.h"
+#include "testing/test_env.h"
 
 namespace mgpu::cli {
 namespace {

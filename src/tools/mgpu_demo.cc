@@ -1,4 +1,4 @@
-// mgpu-demo: a whole mgpu cluster on this machine, no Kubernetes needed (tests/support/local_cluster.h): the
+// mgpu-demo: a whole mgpu cluster on this machine, no Kubernetes needed (src/testing/local_cluster.h): the
 // fake API server, the scheduler extender, a device plugin and a kubelet per sample node, and a
 // kube-scheduler stand-in calling the extender with kube-scheduler's JSON. It submits the workloads,
 // schedules them, lets the kubelets admit them through the plugins, then prints where each pod landed, each
@@ -20,8 +20,8 @@
 #include "common/file.h"
 #include "common/manifest.h"
 #include "common/text_table.h"
-#include "support/local_cluster.h"
-#include "support/test_env.h"
+#include "testing/local_cluster.h"
+#include "testing/test_env.h"
 
 namespace mgpu {
 namespace {

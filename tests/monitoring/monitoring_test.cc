@@ -15,8 +15,8 @@
 #include "common/file.h"
 #include "common/manifest.h"
 #include "common/yaml_json.h"
-#include "support/local_cluster.h"
-#include "support/test_env.h"
+#include "testing/local_cluster.h"
+#include "testing/test_env.h"
 
 namespace mgpu::testing {
 namespace {

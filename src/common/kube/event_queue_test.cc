@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "support/fake_apiserver.h"
+#include "testing/fake_apiserver.h"
 
 namespace mgpu::kube {
 namespace {

@@ -1,4 +1,4 @@
-#include "support/fake_apiserver.h"
+#include "testing/fake_apiserver.h"
 
 #include <httplib.h>
 
