@@ -34,9 +34,9 @@ void Metrics::CountBindWait() {
   ++bind_waits_;
 }
 
-void Metrics::CountBindConflictRetry() {
+void Metrics::CountBindFailure() {
   std::lock_guard lock(mu_);
-  ++bind_conflict_retries_;
+  ++bind_failures_;
 }
 
 uint64_t Metrics::bind_waits() const {
@@ -78,10 +78,10 @@ std::string Metrics::Render(const ClusterView& view) const {
            "# TYPE mgpu_extender_bind_waits_total counter\n"
            "mgpu_extender_bind_waits_total "
         << bind_waits_
-        << "\n# HELP mgpu_extender_bind_conflict_retries_total Binds retried after a stale "
-           "resourceVersion.\n# TYPE mgpu_extender_bind_conflict_retries_total counter\n"
-           "mgpu_extender_bind_conflict_retries_total "
-        << bind_conflict_retries_ << '\n';
+        << "\n# HELP mgpu_extender_bind_failures_total Binds answered with an error (kube-scheduler "
+           "retries the pod).\n# TYPE mgpu_extender_bind_failures_total counter\n"
+           "mgpu_extender_bind_failures_total "
+        << bind_failures_ << '\n';
   }
   struct Series {
     const char* name;
