@@ -52,8 +52,8 @@
 #include "common/codec.h"
 #include "common/config.h"
 #include "common/daemon.h"
-#include "support/fake_apiserver.h"
-#include "support/test_env.h"
+#include "testing/fake_apiserver.h"
+#include "testing/test_env.h"
 
 extern char** environ;
 

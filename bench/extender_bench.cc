@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/allocator.h"
+#include "common/clock.h"
 #include "common/cluster_cache.h"
 #include "common/codec.h"
 #include "common/fragmentation.h"
@@ -42,7 +43,7 @@
 #include "extender/metrics.h"
 #include "extender/server.h"
 #include "extender/wire.h"
-#include "support/fake_apiserver.h"
+#include "testing/fake_apiserver.h"
 
 namespace mgpu::extender {
 namespace {
@@ -54,12 +55,6 @@ constexpr int64_t kCardMemoryMiB = 81920;
 constexpr int kPodCore = 30;  // the scheduled pod: 30% of one card, 4096 MiB
 constexpr int64_t kPodMemoryMiB = 4096;
 constexpr size_t kBindBatch = 64;  // pending pods created (untimed) at a time for the bind benchmark
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Config BenchConfig() {
   Config config;
@@ -336,7 +331,7 @@ std::string NamesBody(const json& pod, const std::vector<std::string>& names) {
 }
 
 Cluster::Cluster(int node_count) : nodes(node_count) {
-  const int64_t now_ns = NowNs();
+  const int64_t now_ns = UnixNowNs();
   std::vector<std::string> node_names, node_items;
   for (int i = 0; i < node_count; ++i) {
     NodeInventory inventory;
@@ -625,7 +620,7 @@ void BM_BindReserveInProcess(benchmark::State& state) {
   size_t target = 0;
   for (auto _ : state) {
     const std::string& node = c.bind_targets[target++ % targets];
-    Result<Assignment> a = c.cache.Reserve(node, *request, uid, NowNs(), &model,
+    Result<Assignment> a = c.cache.Reserve(node, *request, uid, UnixNowNs(), &model,
                                            std::chrono::steady_clock::now() + std::chrono::seconds(3));
     if (!a.ok()) return state.SkipWithError(a.message().c_str());
     c.cache.Unreserve(key, uid);

@@ -28,9 +28,9 @@
 #include "deviceplugin/device_list.h"
 #include "deviceplugin/static_backend.h"
 #include "support/assigned_pod.h"
-#include "support/fake_apiserver.h"
-#include "support/fake_kubelet.h"
-#include "support/test_env.h"
+#include "testing/fake_apiserver.h"
+#include "testing/fake_kubelet.h"
+#include "testing/test_env.h"
 
 namespace mgpu::dp {
 namespace {

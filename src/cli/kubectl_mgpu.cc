@@ -313,6 +313,164 @@ std::string NodesTable(const std::vector<const NodeView*>& nodes) {
   return FormatTable(rows);
 }
 
+namespace {
+
+// What every command reads: the nodes and pods the API server holds, in the extender's own cache of cards.
+struct Cluster {
+  Config config;
+  std::string server;
+  std::unique_ptr<kube::Client> client;
+  json nodes;  // the node objects
+  std::unique_ptr<kube::WorkloadResolver> workloads;
+  std::unique_ptr<ClusterCache> cache;
+  std::shared_ptr<const ClusterView> snapshot;
+};
+
+// Reads the cluster `options` name into `cluster`: 0, or the exit code once `err` has the sentence.
+int Load(const Options& options, Cluster& cluster, std::ostream& err) {
+  Config& config = cluster.config;
+  if (!options.config_file.empty()) {
+    Result<Config> loaded = LoadConfigFile(options.config_file);
+    if (!loaded.ok()) {
+      err << "kubectl-mgpu: " << loaded.message() << "\n";
+      return kExitConfig;
+    }
+    config = std::move(*loaded);
+  }
+  Result<kube::ClusterConfig> resolved = kube::ResolveClusterConfig(options.kubeconfig, options.context);
+  if (!resolved.ok()) {
+    err << "kubectl-mgpu: " << resolved.message() << "\n";
+    return kExitConfig;
+  }
+  cluster.server = resolved->server;
+  kube::ClientOptions client_options;
+  client_options.user_agent = "kubectl-mgpu";
+  client_options.request_timeout = std::chrono::seconds(30);
+  Result<std::unique_ptr<kube::Client>> client = kube::Client::Create(std::move(*resolved), client_options);
+  if (!client.ok()) {
+    err << "kubectl-mgpu: " << client.message() << "\n";
+    return kExitConfig;
+  }
+  cluster.client = std::move(*client);
+
+  kube::ApiResult nodes = cluster.client->ListNodes();
+  if (!nodes.ok()) {
+    err << "kubectl-mgpu: cannot list nodes from " << cluster.server << ": " << nodes.message() << "\n";
+    return kExitApi;
+  }
+  cluster.nodes = nodes->value("items", json::array());
+  if (!options.domain.empty()) {
+    config.resource_domain = options.domain;
+  } else if (options.config_file.empty()) {
+    Result<std::string> domain = DetectDomain(cluster.nodes);
+    if (!domain.ok()) {
+      err << "kubectl-mgpu: " << domain.message() << "\n";
+      return kExitUsage;
+    }
+    if (!domain->empty()) config.resource_domain = *domain;
+  }
+  if (options.config_file.empty())
+    config.memory_unit_mib =
+        DetectMemoryUnit(cluster.nodes, config.Names().gpu_inventory, config.memory_unit_mib);
+
+  kube::ApiResult pods = cluster.client->ListPods("");
+  if (!pods.ok()) {
+    err << "kubectl-mgpu: cannot list pods from " << cluster.server << ": " << pods.message() << "\n";
+    return kExitApi;
+  }
+  cluster.workloads = std::make_unique<kube::WorkloadResolver>(cluster.client.get());
+  cluster.cache = std::make_unique<ClusterCache>(config);
+  for (const json& node : cluster.nodes) cluster.cache->UpsertNode(ReadNode(node, config));
+  for (const json& pod : pods->value("items", json::array()))
+    cluster.cache->UpsertPod(cluster.workloads->Read(pod, config));
+  cluster.snapshot = cluster.cache->Snapshot();
+  if (cluster.snapshot->size() == 0) {
+    err << "kubectl-mgpu: no node of " << cluster.server << " has a " << config.Names().gpu_inventory
+        << " annotation; is mgpu-device-plugin running on the GPU nodes?\n";
+    return kExitNoNodes;
+  }
+  return 0;
+}
+
+// why: the filter's answer for every node, run here over the cluster read or asked of a running extender.
+int Why(const Options& options, Cluster& cluster, std::ostream& out, std::ostream& err) {
+  const std::string ns = options.ns.empty() ? "default" : options.ns;
+  const std::string& name = options.args.front();
+  kube::ApiResult pod = cluster.client->GetPod(ns, name);
+  if (!pod.ok()) {
+    err << "kubectl-mgpu: cannot read pod " << ns << "/" << name << " from " << cluster.server << ": "
+        << pod.message() << "\n";
+    return kExitApi;
+  }
+  std::vector<std::string> names;
+  for (const json& node : cluster.nodes) names.push_back(kube::MetadataString(node, "name"));
+  std::sort(names.begin(), names.end());
+  Result<Verdicts> verdicts = Verdicts{};
+  if (options.extender.empty()) {
+    ModelPublisher model;
+    DecisionMemo memo;
+    FilterVerdicts result =
+        FilterPod(*cluster.snapshot, names, cluster.workloads->Read(*pod, cluster.config).request, model,
+                  memo, cluster.config);
+    for (size_t i : result.passed) verdicts->fits.insert(names[i]);
+    verdicts->failed = std::move(result.failed);
+    verdicts->unresolvable = std::move(result.unresolvable);
+  } else {
+    verdicts = AskExtender(options, json{{"Pod", *pod}, {"NodeNames", names}, {"Nodes", nullptr}}.dump());
+  }
+  if (!verdicts.ok() || !verdicts->error.empty()) {
+    err << "kubectl-mgpu: "
+        << (verdicts.ok() ? "the extender answered: " + verdicts->error : verdicts.message()) << "\n";
+    return kExitApi;
+  }
+  out << WhyTable(names, *verdicts);
+  return 0;
+}
+
+// The nodes pods and nodes show: those named (each must be an mgpu node), else every one.
+int Chosen(const Options& options, const Cluster& cluster, std::vector<const NodeView*>& view,
+           std::ostream& err) {
+  view = cluster.snapshot->Nodes();
+  if (options.args.empty()) return 0;
+  std::vector<const NodeView*> chosen;
+  for (const std::string& name : options.args) {
+    const NodeView* node = cluster.snapshot->Find(name);
+    if (!node) {
+      err << "kubectl-mgpu: node " << name << " has no " << cluster.config.Names().gpu_inventory
+          << " annotation (not an mgpu node, or no such node)\n";
+      return kExitNoNodes;
+    }
+    chosen.push_back(node);
+  }
+  std::sort(chosen.begin(), chosen.end(),
+            [](const NodeView* a, const NodeView* b) { return a->state.name < b->state.name; });
+  chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
+  view = std::move(chosen);
+  return 0;
+}
+
+int Pods(const Options& options, const Cluster& cluster, std::ostream& out, std::ostream& err) {
+  std::vector<const NodeView*> view;
+  if (int code = Chosen(options, cluster, view, err)) return code;
+  if (options.output == "json")
+    out << PodsJson(view, options.ns).dump(2) << "\n";
+  else
+    out << PodsTable(view, options.ns);
+  return 0;
+}
+
+int Nodes(const Options& options, const Cluster& cluster, std::ostream& out, std::ostream& err) {
+  std::vector<const NodeView*> view;
+  if (int code = Chosen(options, cluster, view, err)) return code;
+  if (options.output == "json")
+    out << NodesJson(view).dump(2) << "\n";
+  else
+    out << NodesTable(view);
+  return 0;
+}
+
+}  // namespace
+
 int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   Result<Options> options = ParseArgs(args);
   if (!options.ok()) {
@@ -323,127 +481,11 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     out << kUsage;
     return 0;
   }
-  Config config;
-  if (!options->config_file.empty()) {
-    Result<Config> loaded = LoadConfigFile(options->config_file);
-    if (!loaded.ok()) {
-      err << "kubectl-mgpu: " << loaded.message() << "\n";
-      return kExitConfig;
-    }
-    config = std::move(*loaded);
-  }
-  Result<kube::ClusterConfig> cluster = kube::ResolveClusterConfig(options->kubeconfig, options->context);
-  if (!cluster.ok()) {
-    err << "kubectl-mgpu: " << cluster.message() << "\n";
-    return kExitConfig;
-  }
-  const std::string server = cluster->server;
-  kube::ClientOptions client_options;
-  client_options.user_agent = "kubectl-mgpu";
-  client_options.request_timeout = std::chrono::seconds(30);
-  Result<std::unique_ptr<kube::Client>> client = kube::Client::Create(std::move(*cluster), client_options);
-  if (!client.ok()) {
-    err << "kubectl-mgpu: " << client.message() << "\n";
-    return kExitConfig;
-  }
-
-  kube::ApiResult nodes = (*client)->ListNodes();
-  if (!nodes.ok()) {
-    err << "kubectl-mgpu: cannot list nodes from " << server << ": " << nodes.message() << "\n";
-    return kExitApi;
-  }
-  const json& node_items = nodes->value("items", json::array());
-  if (!options->domain.empty()) {
-    config.resource_domain = options->domain;
-  } else if (options->config_file.empty()) {
-    Result<std::string> domain = DetectDomain(node_items);
-    if (!domain.ok()) {
-      err << "kubectl-mgpu: " << domain.message() << "\n";
-      return kExitUsage;
-    }
-    if (!domain->empty()) config.resource_domain = *domain;
-  }
-  if (options->config_file.empty())
-    config.memory_unit_mib =
-        DetectMemoryUnit(node_items, config.Names().gpu_inventory, config.memory_unit_mib);
-
-  kube::ApiResult pods = (*client)->ListPods("");
-  if (!pods.ok()) {
-    err << "kubectl-mgpu: cannot list pods from " << server << ": " << pods.message() << "\n";
-    return kExitApi;
-  }
-
-  kube::WorkloadResolver workloads(client->get());
-  ClusterCache cache(config);
-  for (const json& node : node_items) cache.UpsertNode(ReadNode(node, config));
-  for (const json& pod : pods->value("items", json::array())) cache.UpsertPod(workloads.Read(pod, config));
-  const std::shared_ptr<const ClusterView> snapshot = cache.Snapshot();
-  std::vector<const NodeView*> view = snapshot->Nodes();
-  if (view.empty()) {
-    err << "kubectl-mgpu: no node of " << server << " has a " << config.Names().gpu_inventory
-        << " annotation; is mgpu-device-plugin running on the GPU nodes?\n";
-    return kExitNoNodes;
-  }
-  if (options->command == "why") {
-    const std::string ns = options->ns.empty() ? "default" : options->ns;
-    const std::string& name = options->args.front();
-    kube::ApiResult pod = (*client)->GetPod(ns, name);
-    if (!pod.ok()) {
-      err << "kubectl-mgpu: cannot read pod " << ns << "/" << name << " from " << server << ": "
-          << pod.message() << "\n";
-      return kExitApi;
-    }
-    std::vector<std::string> names;
-    for (const json& node : node_items) names.push_back(kube::MetadataString(node, "name"));
-    std::sort(names.begin(), names.end());
-    Result<Verdicts> verdicts = Verdicts{};
-    if (options->extender.empty()) {
-      ModelPublisher model;
-      DecisionMemo memo;
-      FilterVerdicts result =
-          FilterPod(*snapshot, names, workloads.Read(*pod, config).request, model, memo, config);
-      for (size_t i : result.passed) verdicts->fits.insert(names[i]);
-      verdicts->failed = std::move(result.failed);
-      verdicts->unresolvable = std::move(result.unresolvable);
-    } else {
-      verdicts = AskExtender(*options, json{{"Pod", *pod}, {"NodeNames", names}, {"Nodes", nullptr}}.dump());
-    }
-    if (!verdicts.ok() || !verdicts->error.empty()) {
-      err << "kubectl-mgpu: "
-          << (verdicts.ok() ? "the extender answered: " + verdicts->error : verdicts.message()) << "\n";
-      return kExitApi;
-    }
-    out << WhyTable(names, *verdicts);
-    return 0;
-  }
-  if (!options->args.empty()) {
-    std::vector<const NodeView*> chosen;
-    for (const std::string& name : options->args) {
-      const NodeView* node = snapshot->Find(name);
-      if (!node) {
-        err << "kubectl-mgpu: node " << name << " has no " << config.Names().gpu_inventory
-            << " annotation (not an mgpu node, or no such node)\n";
-        return kExitNoNodes;
-      }
-      chosen.push_back(node);
-    }
-    std::sort(chosen.begin(), chosen.end(),
-              [](const NodeView* a, const NodeView* b) { return a->state.name < b->state.name; });
-    chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
-    view = std::move(chosen);
-  }
-  if (options->command == "pods") {
-    if (options->output == "json")
-      out << PodsJson(view, options->ns).dump(2) << "\n";
-    else
-      out << PodsTable(view, options->ns);
-    return 0;
-  }
-  if (options->output == "json")
-    out << NodesJson(view).dump(2) << "\n";
-  else
-    out << NodesTable(view);
-  return 0;
+  Cluster cluster;
+  if (int code = Load(*options, cluster, err)) return code;
+  if (options->command == "why") return Why(*options, cluster, out, err);
+  if (options->command == "pods") return Pods(*options, cluster, out, err);
+  return Nodes(*options, cluster, out, err);
 }
 
 }  // namespace mgpu::cli

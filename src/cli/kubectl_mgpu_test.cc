@@ -9,24 +9,19 @@
 #include <chrono>
 #include <sstream>
 
+#include "common/clock.h"
 #include "common/daemon.h"
-#include "extender/daemon.h"
 #include "common/test_objects.h"
-#include "support/fake_apiserver.h"
+#include "extender/daemon.h"
 #include "support/test_certs.h"
-#include "support/test_env.h"
+#include "testing/fake_apiserver.h"
+#include "testing/test_env.h"
 
 namespace mgpu::cli {
 namespace {
 
 using namespace testobj;
 using nlohmann::json;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 class KubectlMgpu : public ::testing::Test {
  protected:
@@ -53,7 +48,7 @@ class KubectlMgpu : public ::testing::Test {
 TEST_F(KubectlMgpu, ShowsUsageAsTheExtenderDerivesIt) {
   ASSERT_TRUE(api_.Create("nodes", Node("n1", 2, 24576)).ok());
   ASSERT_TRUE(api_.Create("nodes", json{{"metadata", {{"name", "cpu-only"}}}}).ok());
-  const int64_t now = NowNs();
+  const int64_t now = UnixNowNs();
   // Allocated by the kubelet, assigned and fresh, assigned long ago (past the TTL), finished.
   ASSERT_TRUE(api_.Create("pods", Placed(Pod("a", 30, 4096), "n1", names_.gpu_allocated,
                                          OneCard("n1-gpu0", 30, 4096)))
@@ -137,7 +132,7 @@ TEST_F(KubectlMgpu, PodsShowWhoHoldsWhichSliceAndItsShare) {
                                          OneCard("n1-gpu1", 30, 4096)))
                   .ok());
   ASSERT_TRUE(api_.Create("pods", Placed(Pod("b", 20, 12288), "n1", names_.gpu_assignment,
-                                         OneCard("n1-gpu0", 20, 12288), NowNs()))
+                                         OneCard("n1-gpu0", 20, 12288), UnixNowNs()))
                   .ok());
   json other = Placed(Pod("c", 10, 1024), "n1", names_.gpu_allocated, OneCard("n1-gpu0", 10, 1024));
   other["metadata"]["namespace"] = "team";

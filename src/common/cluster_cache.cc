@@ -6,16 +6,11 @@
 #include <chrono>
 
 #include "common/allocator.h"
+#include "common/clock.h"
 #include "common/lookalike.h"
 
 namespace mgpu {
 namespace {
-
-int64_t SystemNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::set<std::string> CardsOf(const ContainerAssignment* container) {
   std::set<std::string> out;
@@ -29,11 +24,9 @@ std::set<std::string> CardsOf(const ContainerAssignment* container) {
 std::vector<PlacedPod> CountedOnNode(const std::vector<const PlacedPod*>& placed) {
   std::vector<PlacedPod> out;
   out.reserve(placed.size());
-  struct Pool {
-    std::vector<PoolMember> members;
-    std::vector<std::pair<size_t, const ContainerRequest*>> refs;  // pod in `out`, container
-  };
-  std::map<std::string, Pool> pools;
+  std::vector<PoolEntry> entries;
+  // Parallel to entries: the pod's place in `out`, and the container.
+  std::vector<std::pair<size_t, const ContainerRequest*>> refs;
   for (const PlacedPod* p : placed) {
     out.push_back(*p);
     if (!p->assigned) continue;  // allocated without the extender: counted as it is
@@ -46,28 +39,48 @@ std::vector<PlacedPod> CountedOnNode(const std::vector<const PlacedPod*>& placed
         if (!held) continue;  // an init container the kubelet does not list: not in the pool
         member.holding = CardSetOf(*held);
       }
-      Pool& pool = pools[LookAlikeKey(p->request, c)];
-      pool.members.push_back(std::move(member));
-      pool.refs.emplace_back(out.size() - 1, &c);
+      entries.push_back(PoolEntry{p->readable ? LookAlikeKey(p->request, c) : UnreadablePool(p->uid, c.name),
+                                  std::move(member)});
+      refs.emplace_back(out.size() - 1, &c);
     }
   }
+  const std::vector<std::optional<CardSet>> held = HoldFromPools(entries);
   std::vector<bool> rebuilt(out.size(), false);
-  for (auto& [key, pool] : pools) {
-    const std::vector<std::optional<CardSet>> held = HoldFromPool(pool.members);
-    for (size_t k = 0; k < held.size(); ++k) {
-      const auto [i, c] = pool.refs[k];
-      if (out[i].allocated) continue;
-      if (!rebuilt[i]) {
-        out[i].assignment.containers.clear();
-        rebuilt[i] = true;
-      }
-      if (!held[k]) continue;  // nothing left in the pool: see common/lookalike.h
-      ContainerAssignment container{c->name, {}};
-      for (const std::string& uuid : *held[k])
-        container.cards.push_back(
-            CardShare{uuid, c->CorePerCard(), c->ReclaimedCorePerCard(), c->MemoryPerCardMiB()});
-      out[i].assignment.containers.push_back(std::move(container));
+  for (size_t k = 0; k < held.size(); ++k) {
+    const auto [i, c] = refs[k];
+    if (out[i].allocated) continue;
+    if (!rebuilt[i]) {
+      out[i].assignment.containers.clear();
+      rebuilt[i] = true;
     }
+    if (!held[k]) continue;  // nothing left in the pool: see common/lookalike.h
+    ContainerAssignment container{c->name, {}};
+    for (const std::string& uuid : *held[k])
+      container.cards.push_back(
+          CardShare{uuid, c->CorePerCard(), c->ReclaimedCorePerCard(), c->MemoryPerCardMiB()});
+    out[i].assignment.containers.push_back(std::move(container));
+  }
+  return out;
+}
+
+// What a pod whose request does not parse is counted as asking: each container what `held` gives it (its
+// cards' amounts, equal per card), offline when it holds reclaimed core, under the default compute policy.
+PodRequest HeldRequest(const PodFacts& pod, const Assignment& held, const Config& config) {
+  PodRequest out;
+  const size_t slash = pod.key.find('/');
+  out.namespace_name = pod.key.substr(0, slash);
+  out.name = slash == std::string::npos ? pod.key : pod.key.substr(slash + 1);
+  out.uid = pod.uid;
+  out.cpu_milli = pod.host.cpu_milli;
+  out.host_memory_mib = pod.host.memory_mib;
+  out.compute_policy = config.default_compute_policy;
+  for (const ContainerAssignment& ca : held.containers) {
+    if (ca.cards.empty()) continue;
+    const CardShare& each = ca.cards.front();
+    const int n = static_cast<int>(ca.cards.size());
+    out.containers.push_back(ContainerRequest{ca.container, false, each.core * n, each.reclaimed_core * n,
+                                              each.memory_mib * n, n});
+    if (each.reclaimed_core > 0) out.qos = Qos::kOffline;
   }
   return out;
 }
@@ -232,7 +245,7 @@ void ClusterView::Set(const std::string& name, std::shared_ptr<NodeView> view) {
 }
 
 ClusterCache::ClusterCache(Config config, UnixNanosNow now_ns)
-    : config_(std::move(config)), now_ns_(now_ns ? std::move(now_ns) : SystemNowNs) {}
+    : config_(std::move(config)), now_ns_(now_ns ? std::move(now_ns) : UnixNowNs) {}
 
 void ClusterCache::UpsertNode(const NodeFacts& node) {
   const std::string& name = node.name;
@@ -258,24 +271,23 @@ void ClusterCache::DeleteNode(const std::string& name) {
   ChangedLocked();
 }
 
-std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const PodFacts& pod) {
+std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const PodFacts& pod) const {
   for (const std::string& problem : pod.problems) spdlog::warn("pod={} ignoring: {}", pod.key, problem);
   if (!pod.allocated && !pod.assignment) return std::nullopt;
-  if (!pod.request.ok()) {
-    spdlog::warn("pod={} holds cards but its request does not parse, not counted: {}", pod.key,
-                 pod.request.message());
-    return std::nullopt;
-  }
   PodEntry entry;
   entry.node = pod.node;
   entry.holds_node = pod.HoldsNode();
-  entry.placed = PlacedPod{pod.key,
-                           pod.uid,
-                           *pod.request,
-                           pod.allocated ? *pod.allocated : *pod.assignment,
-                           pod.allocated.has_value(),
-                           pod.assume_time_ns,
-                           pod.assignment};
+  const Assignment& counted = pod.allocated ? *pod.allocated : *pod.assignment;
+  entry.placed =
+      PlacedPod{pod.key, pod.uid, {}, counted, pod.allocated.has_value(), pod.assume_time_ns, pod.assignment};
+  if (pod.request.ok()) {
+    entry.placed.request = *pod.request;
+  } else {
+    spdlog::warn("pod={} holds cards but its request does not parse ({}): counting the cards it holds",
+                 pod.key, pod.request.message());
+    entry.placed.request = HeldRequest(pod, counted, config_);
+    entry.placed.readable = false;
+  }
   return entry;
 }
 
@@ -526,14 +538,10 @@ void ClusterCache::ChangedLocked() {
 }
 
 double PodGpuShare(const NodeView& node, const PlacedPod& pod) {
-  double share = 0;
-  for (const ContainerAssignment& container : pod.assignment.containers) {
-    for (const CardShare& piece : container.cards) {
-      const CardState* card = node.state.FindCard(piece.uuid);
-      share += GpuShare(piece, card ? card->card.memory_mib : 0);
-    }
-  }
-  return share;
+  return PodGpuShare(pod.assignment, [&node](const std::string& uuid) -> int64_t {
+    const CardState* card = node.state.FindCard(uuid);
+    return card ? card->card.memory_mib : 0;
+  });
 }
 
 }  // namespace mgpu

@@ -51,6 +51,10 @@ struct PlacedPod {
   bool allocated = false;  // from D/gpu-allocated (else held from its look-alike pool, not yet confirmed)
   int64_t assume_ns = 0;
   std::optional<Assignment> assigned{};  // D/gpu-assignment, when it has one
+  // Its request parsed. A pod whose request no longer does (say its workload's annotation was edited to a
+  // bad value after it was bound) still holds its cards: `request` is then what `assignment` gives each
+  // container, and each container is a look-alike pool of its own.
+  bool readable = true;
 };
 
 // What a filter reads of every node (problem, slot, generation, state.name) comes first: one or two cache
@@ -109,7 +113,7 @@ class ClusterView {
   std::vector<size_t> free_slots_;
 };
 
-// Cards' worth `pod` holds on `node` (GpuShare summed over its pieces, against each card's capacity).
+// Cards' worth `pod` holds on `node` (PodGpuShare of what it holds, against the node's cards).
 double PodGpuShare(const NodeView& node, const PlacedPod& pod);
 
 class ClusterCache {
@@ -167,7 +171,7 @@ class ClusterCache {
     bool operator==(const HostUse&) const = default;
   };
 
-  static std::optional<PodEntry> ToEntry(const PodFacts& pod);
+  std::optional<PodEntry> ToEntry(const PodFacts& pod) const;
   bool CountsLocked(const PodEntry& entry, bool assumed, int64_t now) const;
   // Drops the pod's own assumed entry (a hold or reservation `uid` made before), before choosing again.
   void ForgetOwnLocked(const std::string& key, const std::string& uid);

@@ -389,5 +389,27 @@ TEST_F(CacheTest, AmbiguityGuardWaitsForTheEarlierPodToBeAllocated) {
   EXPECT_EQ(waited->containers[0].cards[0].uuid, "n-gpu1");
 }
 
+// A bound pod whose request no longer parses (an annotation edited to a bad value after its bind) still
+// holds its cards: they stay counted, waiting or allocated, and a look-alike of its old shape never takes
+// them. (Dropping it would let the extender hand the same cards out again.)
+TEST_F(CacheTest, APodWhoseRequestNoLongerParsesKeepsItsCards) {
+  cache_.UpsertNode(NodeOf(Node("n", 3, 10000)));
+  nlohmann::json broken =
+      Placed(Pod("broken", 30, 1000), "n", names_.gpu_assignment, OneCard("n-gpu0", 30, 1000), now_);
+  broken["metadata"]["annotations"][std::string(kQosLevelAnnotation)] = "bogus";
+  ASSERT_FALSE(PodOf(broken).request.ok());
+  cache_.UpsertPod(PodOf(broken));
+  cache_.UpsertPod(PodOf(
+      Placed(Pod("alike", 30, 1000), "n", names_.gpu_assignment, OneCard("n-gpu1", 30, 1000), now_ + 1)));
+  EXPECT_EQ(CardOf("n", 0).usage.core, 30);
+  EXPECT_EQ(CardOf("n", 0).usage.memory_mib, 1000);
+  EXPECT_EQ(CardOf("n", 1).usage.core, 30);
+  broken["metadata"]["annotations"][names_.gpu_allocated] = EncodeAssignment(OneCard("n-gpu2", 30, 1000));
+  cache_.UpsertPod(PodOf(broken));
+  EXPECT_EQ(CardOf("n", 0).usage.core, 0);
+  EXPECT_EQ(CardOf("n", 2).usage.core, 30);  // the kubelet put it there
+  EXPECT_EQ(CardOf("n", 1).usage.core, 30);
+}
+
 }  // namespace
 }  // namespace mgpu

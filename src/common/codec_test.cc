@@ -148,5 +148,18 @@ TEST(Codec, AssumeTimeRoundTrips) {
   EXPECT_FALSE(DecodeAssumeTime("-5").ok());
 }
 
+// One way to write cards as text: amounts by resource name, only those held, cards named as the caller says.
+TEST(Describe, CardsAndAssignmentsReadTheSameEverywhere) {
+  const Assignment a{
+      {ContainerAssignment{"main", {CardShare{"GPU-a", 20, 0, 2048}, CardShare{"GPU-b", 20, 0, 2048}}},
+       ContainerAssignment{"side", {CardShare{"GPU-c", 0, 30, 1024}}}}};
+  EXPECT_EQ(DescribeCards(a.containers[0].cards),
+            "GPU-a (mgpu-core 20, mgpu-memory 2048 MiB), GPU-b (mgpu-core 20, mgpu-memory 2048 MiB)");
+  EXPECT_EQ(DescribeAssignment(a, [](const std::string& uuid) { return "card " + uuid.substr(4); }),
+            "main: card a (mgpu-core 20, mgpu-memory 2048 MiB), card b (mgpu-core 20, mgpu-memory 2048 MiB); "
+            "side: card c (reclaimed-mgpu-core 30, mgpu-memory 1024 MiB)");
+  EXPECT_EQ(DescribeAssignment(Assignment{}), "");
+}
+
 }  // namespace
 }  // namespace mgpu

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/clock.h"
 #include "common/metrics_text.h"
 
 namespace mgpu {
@@ -35,6 +36,19 @@ TEST(Daemon, TerminationSignalsReturnTheSignalRaised) {
 TEST(MetricsText, EscapesLabelValues) {
   EXPECT_EQ(EscapeLabelValue("plain"), "plain");
   EXPECT_EQ(EscapeLabelValue("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+}
+
+TEST(MetricsText, PodLabelsAreOneSetForBothDaemons) {
+  EXPECT_EQ(PodLabels("node-a", "team-a/infer-0"), R"(node="node-a",namespace="team-a",pod="infer-0")");
+  EXPECT_EQ(PodLabels("n", "ns/a\"b"), R"(node="n",namespace="ns",pod="a\"b")");
+}
+
+TEST(Clock, Rfc3339ToTheSecondOrTheMicrosecond) {
+  const int64_t t = 1'735'815'838'123'456'789;  // 2025-01-02T11:03:58.123456789Z
+  EXPECT_EQ(Rfc3339(t), "2025-01-02T11:03:58Z");
+  EXPECT_EQ(Rfc3339(t, /*micros=*/true), "2025-01-02T11:03:58.123456Z");
+  EXPECT_EQ(Rfc3339(0, true), "1970-01-01T00:00:00.000000Z");
+  EXPECT_GT(UnixNowNs(), t);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "support/test_certs.h"
-#include "support/test_env.h"
+#include "testing/test_env.h"
 
 namespace mgpu {
 namespace {

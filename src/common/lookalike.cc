@@ -1,6 +1,8 @@
 #include "common/lookalike.h"
 
 #include <algorithm>
+#include <map>
+#include <string_view>
 
 namespace mgpu {
 
@@ -50,6 +52,24 @@ std::vector<std::optional<CardSet>> HoldFromPool(const std::vector<PoolMember>& 
       unserved.push_back(i);
   }
   for (size_t k = 0; k < unserved.size() && k < left.size(); ++k) out[unserved[k]] = left[k];
+  return out;
+}
+
+std::string UnreadablePool(const std::string& pod_uid, const std::string& container) {
+  return "(unreadable) " + pod_uid + "/" + container;
+}
+
+std::vector<std::optional<CardSet>> HoldFromPools(const std::vector<PoolEntry>& entries) {
+  std::map<std::string_view, std::vector<size_t>> pools;
+  for (size_t i = 0; i < entries.size(); ++i) pools[entries[i].pool].push_back(i);
+  std::vector<std::optional<CardSet>> out(entries.size());
+  std::vector<PoolMember> members;
+  for (const auto& [pool, indexes] : pools) {
+    members.clear();
+    for (size_t i : indexes) members.push_back(entries[i].member);
+    const std::vector<std::optional<CardSet>> held = HoldFromPool(members);
+    for (size_t k = 0; k < indexes.size(); ++k) out[indexes[k]] = held[k];
+  }
   return out;
 }
 

@@ -46,4 +46,17 @@ struct PoolMember {
 // members' real cards come from the pool).
 std::vector<std::optional<CardSet>> HoldFromPool(const std::vector<PoolMember>& members);
 
+// The containers of one node's pods, as both ends group them into pools: the extender's cache (what each pod
+// counts) and the plugin (which waiting container is offered which cards). A container whose request could
+// not be read (its shape is unknown) is a pool of its own, holding what it holds or, while it waits, its own
+// assigned cards: nothing it may be using is taken for another.
+struct PoolEntry {
+  std::string pool;  // LookAlikeKey, or UnreadablePool
+  PoolMember member;
+};
+std::string UnreadablePool(const std::string& pod_uid, const std::string& container);
+
+// HoldFromPool over each pool of `entries`, answered per entry in the order given.
+std::vector<std::optional<CardSet>> HoldFromPools(const std::vector<PoolEntry>& entries);
+
 }  // namespace mgpu

@@ -105,5 +105,24 @@ TEST(LookAlike, CountedItemsAreAlwaysTheAssignedMultiset) {
   }
 }
 
+// Both ends group a node's containers through one loop: each pool is HoldFromPool's, answered per container
+// in the order given, and a container of unknown shape is a pool of its own.
+TEST(LookAlike, PoolsAreGroupedByKeyAndAnsweredInTheOrderGiven) {
+  const std::vector<PoolEntry> entries = {
+      {"shape-a", Waiting({"g1"}, 1)},
+      {UnreadablePool("uid-x", "main"), Waiting({"g2"}, 0)},
+      {"shape-a", Holding({"g2"}, {"g1"}, 2)},
+      {"shape-b", Waiting({"g2"}, 3)},
+  };
+  const std::vector<std::optional<CardSet>> held = HoldFromPools(entries);
+  ASSERT_EQ(held.size(), 4u);
+  EXPECT_EQ(held[0], CardSet{"g2"});  // its look-alike took g1: it holds what the pool has left
+  EXPECT_EQ(held[1], CardSet{"g2"});  // alone in its pool: its own
+  EXPECT_EQ(held[2], CardSet{"g1"});
+  EXPECT_EQ(held[3], CardSet{"g2"});
+  EXPECT_NE(UnreadablePool("uid-x", "main"), UnreadablePool("uid-y", "main"));
+  EXPECT_TRUE(HoldFromPools({}).empty());
+}
+
 }  // namespace
 }  // namespace mgpu

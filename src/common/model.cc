@@ -109,4 +109,36 @@ const ContainerAssignment* Assignment::Find(std::string_view container) const {
   return nullptr;
 }
 
+std::string DescribeCards(const std::vector<CardShare>& cards, const CardNamer& name) {
+  std::string out;
+  for (const CardShare& s : cards) {
+    if (!out.empty()) out += ", ";
+    out += name ? name(s.uuid) : s.uuid;
+    std::string amounts;
+    const auto add = [&amounts](const std::string& amount) {
+      amounts += (amounts.empty() ? "" : ", ") + amount;
+    };
+    if (s.core) add("mgpu-core " + std::to_string(s.core));
+    if (s.reclaimed_core) add("reclaimed-mgpu-core " + std::to_string(s.reclaimed_core));
+    if (s.memory_mib) add("mgpu-memory " + std::to_string(s.memory_mib) + " MiB");
+    out += " (" + amounts + ")";
+  }
+  return out;
+}
+
+std::string DescribeAssignment(const Assignment& assignment, const CardNamer& name) {
+  std::string out;
+  for (const ContainerAssignment& c : assignment.containers)
+    out += (out.empty() ? "" : "; ") + c.container + ": " + DescribeCards(c.cards, name);
+  return out;
+}
+
+double PodGpuShare(const Assignment& held,
+                   const std::function<int64_t(const std::string& uuid)>& card_memory_mib) {
+  double share = 0;
+  for (const ContainerAssignment& container : held.containers)
+    for (const CardShare& piece : container.cards) share += GpuShare(piece, card_memory_mib(piece.uuid));
+  return share;
+}
+
 }  // namespace mgpu

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -160,5 +161,20 @@ struct Assignment {
   const ContainerAssignment* Find(std::string_view container) const;
   bool operator==(const Assignment&) const = default;
 };
+
+// What a card is called in text: its uuid, or what a tool shows instead ("card 0").
+using CardNamer = std::function<std::string(const std::string& uuid)>;
+
+// One way to write cards as text, for logs, Events and tools. A container's cards:
+// "GPU-a (mgpu-core 20, mgpu-memory 2048 MiB), GPU-b (reclaimed-mgpu-core 30, mgpu-memory 1024 MiB)";
+// `name` names each card (empty: by its uuid).
+std::string DescribeCards(const std::vector<CardShare>& cards, const CardNamer& name = {});
+// Every container's: "main: GPU-a (mgpu-core 20, mgpu-memory 2048 MiB); side: GPU-b (...)".
+std::string DescribeAssignment(const Assignment& assignment, const CardNamer& name = {});
+
+// Cards' worth a pod holds (DESIGN §7): GpuShare summed over every container's pieces, each against its
+// card's whole memory, `card_memory_mib(uuid)` (0 when the card is unknown). The one sum both daemons bill.
+double PodGpuShare(const Assignment& held,
+                   const std::function<int64_t(const std::string& uuid)>& card_memory_mib);
 
 }  // namespace mgpu

@@ -138,5 +138,15 @@ TEST(Seeds, GpuShareIsTheLargerOfCoreAndMemoryOfTheWholeCard) {
   EXPECT_DOUBLE_EQ(GpuShare(CardShare{"c", 0, 0, 2048}, 0), 0.0);              // unknown card: core only
 }
 
+// The one per-pod sum both daemons bill: every container's pieces, each against its own card.
+TEST(Seeds, APodsGpuShareSumsItsPiecesAgainstTheirCards) {
+  const Assignment held{
+      {ContainerAssignment{"a", {CardShare{"c0", 30, 0, 4096}, CardShare{"c1", 30, 0, 4096}}},
+       ContainerAssignment{"b", {CardShare{"c2", 10, 0, 12288}}}}};
+  const auto memory = [](const std::string& uuid) -> int64_t { return uuid == "c2" ? 24576 : 0; };
+  EXPECT_DOUBLE_EQ(PodGpuShare(held, memory), 0.3 + 0.3 + 0.5);
+  EXPECT_DOUBLE_EQ(PodGpuShare(Assignment{}, memory), 0.0);
+}
+
 }  // namespace
 }  // namespace mgpu

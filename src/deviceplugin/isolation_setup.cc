@@ -10,8 +10,8 @@
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 
+#include "common/file.h"
 #include "deviceplugin/environment.h"
 #include "guard/state.h"
 
@@ -20,19 +20,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::optional<std::string> Contents(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Writes `content` to `path` unless it holds exactly that, through a renamed temporary file so that a
 // container mounting the old file never sees half of the new one.
 Status WriteIfDifferent(const std::string& path, const std::string& content, fs::perms perms,
                         const char* what) {
-  if (Contents(path) == content) return Status::Ok();
+  if (Result<std::string> old = ReadFile(path); old.ok() && *old == content) return Status::Ok();
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -83,8 +75,9 @@ Status PrepareGuard(const IsolationConfig& isolation, const std::vector<Card>& c
   fs::create_directories(fs::path(library).parent_path(), ec);
   const std::string& source = isolation.guard_library_source;
   if (!source.empty() && fs::exists(source)) {
-    const auto bytes = Contents(source);
-    if (!bytes) return Error{"cannot read the guard library " + source + " (isolation.guardLibrarySource)"};
+    const Result<std::string> bytes = ReadFile(source);
+    if (!bytes.ok())
+      return Error{"cannot read the guard library " + source + " (isolation.guardLibrarySource)"};
     const fs::perms mode = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                            fs::perms::others_read | fs::perms::others_exec;
     if (Status s = WriteIfDifferent(library, *bytes, mode, "the guard library containers preload"); !s.ok())

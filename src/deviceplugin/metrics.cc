@@ -147,20 +147,13 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
 
   family("mgpu_pod_gpu_share", "gauge",
          "GPUs a pod holds: the sum over its cards of max(core/100, memory/card memory).");
-  for (const auto& [pod, assignment] : s.allocated) {
-    double share = 0;
-    for (const auto& c : assignment.containers) {
-      for (const auto& piece : c.cards) {
-        auto card =
-            std::find_if(s.cards.begin(), s.cards.end(), [&](const Card& k) { return k.uuid == piece.uuid; });
-        share += GpuShare(piece, card != s.cards.end() ? card->memory_mib : 0);
-      }
-    }
-    const auto slash = pod.find('/');
-    out << "mgpu_pod_gpu_share{node=\"" << EscapeLabelValue(s.node) << "\",namespace=\""
-        << EscapeLabelValue(pod.substr(0, slash)) << "\",pod=\"" << EscapeLabelValue(pod.substr(slash + 1))
-        << "\"} " << share << '\n';
-  }
+  const auto card_memory = [&s](const std::string& uuid) -> int64_t {
+    auto card = std::find_if(s.cards.begin(), s.cards.end(), [&](const Card& k) { return k.uuid == uuid; });
+    return card != s.cards.end() ? card->memory_mib : 0;
+  };
+  for (const auto& [pod, assignment] : s.allocated)
+    out << "mgpu_pod_gpu_share{" << PodLabels(s.node, pod) << "} " << PodGpuShare(assignment, card_memory)
+        << '\n';
 
   RenderGuard(s, out);
 

@@ -1,6 +1,8 @@
 #include "deviceplugin/node_pods.h"
 
 #include <algorithm>
+#include <map>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -59,11 +61,8 @@ NodePod ReadNodePod(const json& pod, const Config& config, const Annotations& wo
 Pending FindPending(const std::vector<NodePod>& pods, Resource resource, int64_t size,
                     const AllocatedPods& allocated, const HandedOutCards& handed_out, const Config& config) {
   Pending out;
-  struct Pool {
-    std::vector<PoolMember> members;
-    std::vector<PendingContainer> containers;  // parallel; cards are set for those offered
-  };
-  std::map<std::string, Pool> pools;
+  std::vector<PoolEntry> entries;
+  std::vector<PendingContainer> containers;  // parallel to entries; cards are set for those offered
   for (const NodePod& pod : pods) {
     if (!pod.active) continue;
     auto held = allocated.find(pod.key);
@@ -76,17 +75,14 @@ Pending FindPending(const std::vector<NodePod>& pods, Resource resource, int64_t
       return it == pod.containers->end() ? fallback : static_cast<int>(it - pod.containers->begin());
     };
     if (pod.assignment) {
-      const auto& containers = pod.assignment->containers;
-      for (size_t i = 0; i < containers.size(); ++i) {
-        const ContainerAssignment& c = containers[i];
+      const auto& assigned = pod.assignment->containers;
+      for (size_t i = 0; i < assigned.size(); ++i) {
+        const ContainerAssignment& c = assigned[i];
         const int64_t devices = AssignedDevices(c, resource, config);
         if (devices <= 0) continue;
         const int place = order(c.container, static_cast<int>(i));
-        // A container whose request is unreadable is a pool of its own.
         const bool known = pod.containers && place < static_cast<int>(pod.containers->size()) &&
                            (*pod.containers)[place].name == c.container;
-        const std::string key = known ? LookAlikeKey(pod.shape, (*pod.containers)[place])
-                                      : "(unreadable) " + pod.uid + "/" + c.container;
         PoolMember member{CardSetOf(c), std::nullopt, pod.assume_time_ns};
         if (Holds(truth, c.container, resource, config)) {
           ContainerAssignment mine = *truth->Find(c.container);
@@ -98,9 +94,10 @@ Pending FindPending(const std::vector<NodePod>& pods, Resource resource, int64_t
           member.holding = member.assigned;  // admitted long ago, whatever the kubelet lists
         }
         out.explained |= !member.holding && devices == size;
-        Pool& pool = pools[key];
-        pool.members.push_back(std::move(member));
-        pool.containers.push_back(
+        entries.push_back(PoolEntry{
+            known ? LookAlikeKey(pod.shape, (*pod.containers)[place]) : UnreadablePool(pod.uid, c.container),
+            std::move(member)});
+        containers.push_back(
             PendingContainer{pod.key, c.container, c.cards, pod.assume_time_ns, pod.uid, place});
       }
     } else if (pod.containers) {
@@ -111,20 +108,20 @@ Pending FindPending(const std::vector<NodePod>& pods, Resource resource, int64_t
       }
     }
   }
-  for (auto& [key, pool] : pools) {
-    const std::vector<std::optional<CardSet>> held = HoldFromPool(pool.members);
-    for (size_t k = 0; k < held.size(); ++k) {
-      if (pool.members[k].holding || !held[k]) continue;
-      PendingContainer candidate = std::move(pool.containers[k]);
-      candidate.pool_size = static_cast<int>(pool.members.size());
-      if (*held[k] != pool.members[k].assigned) {  // another member's cards, same amounts per card
-        const CardShare amounts = candidate.cards.front();
-        candidate.cards.clear();
-        for (const std::string& uuid : *held[k])
-          candidate.cards.push_back(CardShare{uuid, amounts.core, amounts.reclaimed_core, amounts.memory_mib});
-      }
-      out.candidates.push_back(std::move(candidate));
+  std::map<std::string_view, int> pool_sizes;
+  for (const PoolEntry& e : entries) ++pool_sizes[e.pool];
+  const std::vector<std::optional<CardSet>> held = HoldFromPools(entries);
+  for (size_t k = 0; k < held.size(); ++k) {
+    if (entries[k].member.holding || !held[k]) continue;
+    PendingContainer candidate = std::move(containers[k]);
+    candidate.pool_size = pool_sizes[entries[k].pool];
+    if (*held[k] != entries[k].member.assigned) {  // another member's cards, same amounts per card
+      const CardShare amounts = candidate.cards.front();
+      candidate.cards.clear();
+      for (const std::string& uuid : *held[k])
+        candidate.cards.push_back(CardShare{uuid, amounts.core, amounts.reclaimed_core, amounts.memory_mib});
     }
+    out.candidates.push_back(std::move(candidate));
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/clock.h"
 #include "common/codec.h"
 
 namespace mgpu::dp {
@@ -55,9 +56,7 @@ void NodePublisher::Stop() {
 }
 
 Status NodePublisher::AnnounceStopping() {
-  const int64_t now_s =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
+  const int64_t now_s = UnixNowNs() / 1'000'000'000;
   kube::ApiResult result =
       client_.PatchNodeMetadata(node_, NodeMetadata(state_.Cards(), config_, version_, now_s, true));
   if (!result.ok())
@@ -79,9 +78,7 @@ void NodePublisher::Run() {
     if (thread_.stopping()) return;
     if (generation == seen && Clock::now() < due) continue;
     seen = generation;
-    const int64_t now_s =
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-            .count();
+    const int64_t now_s = UnixNowNs() / 1'000'000'000;
     kube::ApiResult result = client_.PatchNodeMetadata(node_, NodeMetadata(cards, config_, version_, now_s));
     if (result.ok()) {
       if (failing || published_ == 0) {

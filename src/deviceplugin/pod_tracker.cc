@@ -21,19 +21,6 @@ std::string Join(const std::vector<std::string>& parts, const char* separator) {
   return out;
 }
 
-// "GPU-a (mgpu-core 20, mgpu-memory 2048 MiB), GPU-b (...)".
-std::string Describe(const std::vector<CardShare>& cards) {
-  std::vector<std::string> parts;
-  for (const CardShare& s : cards) {
-    std::vector<std::string> amounts;
-    if (s.core) amounts.push_back("mgpu-core " + std::to_string(s.core));
-    if (s.reclaimed_core) amounts.push_back("reclaimed-mgpu-core " + std::to_string(s.reclaimed_core));
-    if (s.memory_mib) amounts.push_back("mgpu-memory " + std::to_string(s.memory_mib) + " MiB");
-    parts.push_back(s.uuid + " (" + Join(amounts, ", ") + ")");
-  }
-  return Join(parts, ", ");
-}
-
 std::vector<std::string> Uuids(const std::vector<CardShare>& cards) {
   std::vector<std::string> out;
   for (const CardShare& s : cards) out.push_back(s.uuid);
@@ -274,14 +261,14 @@ void PodTracker::Reconcile(const AllocatedPods& truth) {
       spdlog::info("node={} pod={} container={} card={} allocated", node_, key, c.container,
                    Join(Uuids(c.cards), ","));
       RecordEvent(tracked.object, "Normal", "GPUAllocated",
-                  "allocated cards " + Describe(c.cards) + " to container " + c.container);
+                  "allocated cards " + DescribeCards(c.cards) + " to container " + c.container);
       const ContainerAssignment* assigned = pod.assignment ? pod.assignment->Find(c.container) : nullptr;
       // Another look-alike's cards are a normal swap inside the pool, not a difference worth a Warning.
       if (assigned && Normalized(Assignment{{*assigned}}).containers.front() != c &&
           !WithinPool(node_pods, pod, c)) {
         RecordEvent(tracked.object, "Warning", "GPUAllocationDiffers",
-                    "container " + c.container + " holds cards " + Describe(c.cards) +
-                        " instead of its assignment " + Describe(assigned->cards));
+                    "container " + c.container + " holds cards " + DescribeCards(c.cards) +
+                        " instead of its assignment " + DescribeCards(assigned->cards));
       }
     }
   }

@@ -1,9 +1,7 @@
 #include "deviceplugin/static_backend.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "common/codec.h"
+#include "common/file.h"
 #include "common/yaml_json.h"
 
 namespace mgpu::dp {
@@ -33,11 +31,9 @@ Result<std::vector<Card>> StaticBackend::ParseCards(std::string_view yaml_text, 
 }
 
 Result<std::unique_ptr<StaticBackend>> StaticBackend::Load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error{"cannot read the static GPU inventory file " + path};
-  std::stringstream text;
-  text << in.rdbuf();
-  auto cards = ParseCards(text.str(), path);
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) return Error{"cannot read the static GPU inventory file " + path};
+  auto cards = ParseCards(*text, path);
   if (!cards.ok()) return cards.error();
   return std::make_unique<StaticBackend>(std::move(*cards));
 }

@@ -7,33 +7,11 @@
 #include <set>
 
 #include "common/allocator.h"
+#include "common/clock.h"
 #include "common/codec.h"
 #include "common/json_path.h"
 
 namespace mgpu::extender {
-namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string Describe(const Assignment& assignment) {
-  std::string out;
-  for (const ContainerAssignment& c : assignment.containers) {
-    for (const CardShare& s : c.cards) {
-      if (!out.empty()) out += "; ";
-      out += c.container + ": " + s.uuid + " (";
-      out += s.reclaimed_core ? std::to_string(s.reclaimed_core) + " percent reclaimed core"
-                              : std::to_string(s.core) + " percent core";
-      out += ", " + std::to_string(s.memory_mib) + " MiB)";
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 Extender::Extender(ClusterCache& cache, kube::Client* client, kube::WorkloadResolver* workloads,
                    Metrics& metrics, std::function<bool()> is_leader, kube::EventQueue* events)
@@ -185,7 +163,7 @@ std::string Extender::BindPod(const BindArgs& args) {
 
 std::string Extender::BindWithCards(const BindArgs& args, FactsRef pod) {
   const std::string& key = pod->key;
-  const int64_t assume_ns = NowNs();
+  const int64_t assume_ns = UnixNowNs();
   Result<Assignment> assignment = Error{""};
   if (std::optional<Assignment> held = cache_.Claim(args.node, key, pod->uid, assume_ns)) {
     assignment = std::move(*held);
@@ -214,7 +192,7 @@ std::string Extender::BindWithCards(const BindArgs& args, FactsRef pod) {
     spdlog::info("bind pod={} node={}: binding failed: {}", key, args.node, bound.message());
     return "cannot bind pod " + key + " to node " + args.node + ": " + bound.message();
   }
-  const std::string cards = Describe(*assignment);
+  const std::string cards = DescribeAssignment(*assignment);
   const kube::Posted event =
       events_ ? events_->Post(kube::PodReference(args.pod_namespace, args.pod_name, pod->uid), "Normal",
                               "GPUAssigned", "Assigned to node " + args.node + " with cards " + cards)

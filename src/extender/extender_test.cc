@@ -103,11 +103,12 @@ TEST_F(ExtenderTest, MetricsReportClusterRatiosAndPodShares) {
   const auto has = [&](const std::string& line) {
     EXPECT_NE(text.find(line + "\n"), std::string::npos) << line << " missing from\n" << text;
   };
-  has("mgpu_extender_cluster_core_allocated_ratio 0.325");                    // (80 + 50) / 400
-  has("mgpu_extender_cluster_memory_allocated_ratio 0.214286");               // 12000 / 56000
-  has("mgpu_extender_cluster_fragmentation_ratio 0.259259");                  // (20 + 50) / 270 free
-  has("mgpu_extender_pod_gpu_share{pod=\"default/big\",node=\"full\"} 0.8");  // core beats 4000/8000
-  has("mgpu_extender_pod_gpu_share{pod=\"default/mid\",node=\"half\"} 0.5");
+  has("mgpu_extender_cluster_core_allocated_ratio 0.325");       // (80 + 50) / 400
+  has("mgpu_extender_cluster_memory_allocated_ratio 0.214286");  // 12000 / 56000
+  has("mgpu_extender_cluster_fragmentation_ratio 0.259259");     // (20 + 50) / 270 free
+  // Core beats 4000/8000.
+  has(R"(mgpu_extender_pod_gpu_share{node="full",namespace="default",pod="big"} 0.8)");
+  has(R"(mgpu_extender_pod_gpu_share{node="half",namespace="default",pod="mid"} 0.5)");
 }
 
 TEST_F(ExtenderTest, RuleViolationsAreUnresolvableEverywhere) {

@@ -4,25 +4,12 @@
 
 #include <ctime>
 
+#include "common/clock.h"
+
 namespace mgpu::extender {
 namespace {
 
 using kube::Json;
-
-// metav1.MicroTime of now.
-std::string MicroTimeNow() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  const auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &utc);
-  char out[80];
-  std::snprintf(out, sizeof out, "%s.%06lldZ", buf, static_cast<long long>(micros));
-  return out;
-}
 
 std::string SpecString(const Json& lease, const char* key) {
   auto spec = lease.find("spec");
@@ -77,7 +64,7 @@ Json LeaderElector::LeaseRecord(const Json& base, int transitions) const {
   lease["metadata"]["name"] = name_;
   lease["metadata"]["namespace"] = ns_;
   Json& spec = lease["spec"];
-  const std::string now = MicroTimeNow();
+  const std::string now = Rfc3339(UnixNowNs(), /*micros=*/true);
   if (SpecString(lease, "holderIdentity") != identity_) spec["acquireTime"] = now;
   spec["holderIdentity"] = identity_;
   spec["leaseDurationSeconds"] = duration_.count();

@@ -141,8 +141,8 @@ std::string Metrics::Render(const ClusterView& view) const {
          "# TYPE mgpu_extender_pod_gpu_share gauge\n";
   for (const NodeView* v : nodes) {
     for (const PlacedPod& p : v->pods) {
-      out << "mgpu_extender_pod_gpu_share{pod=\"" << EscapeLabelValue(p.key) << "\",node=\""
-          << EscapeLabelValue(v->state.name) << "\"} " << PodGpuShare(*v, p) << '\n';
+      out << "mgpu_extender_pod_gpu_share{" << PodLabels(v->state.name, p.key) << "} " << PodGpuShare(*v, p)
+          << '\n';
     }
   }
   // A pod stuck in the hand-off (DESIGN §5) stays in this family: the alert reads how long.

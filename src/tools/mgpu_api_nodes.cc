@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/background.h"
+#include "common/clock.h"
 #include "common/codec.h"
 #include "common/config.h"
 #include "common/daemon.h"
@@ -82,7 +83,8 @@ std::vector<Card> CardsOf(const std::string& node, const Shape& shape) {
 
 // The Node a kubelet with mgpu's device plugin would register for these cards.
 Json NodeObject(const std::string& name, const std::vector<Card>& cards, const Config& config) {
-  const kube::MetadataPatch metadata = dp::NodeMetadata(cards, config, MGPU_VERSION, std::time(nullptr));
+  const kube::MetadataPatch metadata =
+      dp::NodeMetadata(cards, config, MGPU_VERSION, UnixNowNs() / 1'000'000'000);
   Json labels = {
       {"kubernetes.io/hostname", name}, {"kubernetes.io/os", "linux"}, {"mgpu.io/api-only", "true"}};
   for (const auto& [key, value] : metadata.labels)
@@ -97,7 +99,7 @@ Json NodeObject(const std::string& name, const std::vector<Card>& cards, const C
     for (const Card& card : cards) devices += dp::DevicesPerCard(card, r, config);
     resources[FullName(r, names)] = std::to_string(devices);
   }
-  const std::string now = kube::NowRfc3339();
+  const std::string now = Rfc3339(UnixNowNs());
   return {
       {"apiVersion", "v1"},
       {"kind", "Node"},
@@ -118,15 +120,7 @@ Json NodeObject(const std::string& name, const std::vector<Card>& cards, const C
 }
 
 // "2026-11-26T02:23:41.123456Z", a Lease's MicroTime.
-std::string NowMicro() {
-  const auto now = std::chrono::system_clock::now();
-  const auto us =
-      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
-  std::string seconds = kube::NowRfc3339();  // "...Z"
-  char frac[16];
-  std::snprintf(frac, sizeof frac, ".%06ld", static_cast<long>(us));
-  return seconds.insert(seconds.size() - 1, frac);
-}
+std::string NowMicro() { return Rfc3339(UnixNowNs(), /*micros=*/true); }
 
 class ApiNodes {
  public:

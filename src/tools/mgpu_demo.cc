@@ -1,4 +1,4 @@
-// mgpu-demo: a whole mgpu cluster on this machine, no Kubernetes needed (tests/support/local_cluster.h): the
+// mgpu-demo: a whole mgpu cluster on this machine, no Kubernetes needed (src/testing/local_cluster.h): the
 // fake API server, the scheduler extender, a device plugin and a kubelet per sample node, and a
 // kube-scheduler stand-in calling the extender with kube-scheduler's JSON. It submits the workloads,
 // schedules them, lets the kubelets admit them through the plugins, then prints where each pod landed, each
@@ -20,8 +20,8 @@
 #include "common/file.h"
 #include "common/manifest.h"
 #include "common/text_table.h"
-#include "support/local_cluster.h"
-#include "support/test_env.h"
+#include "testing/local_cluster.h"
+#include "testing/test_env.h"
 
 namespace mgpu {
 namespace {
@@ -37,20 +37,12 @@ std::string Annotation(const json& object, const std::string& key) {
   return it == annotations.end() ? "" : it->second;
 }
 
-// "server: card 0 (30% core, 4096 MiB)", one entry per container and card.
+// "server: card 0 (mgpu-core 30, mgpu-memory 4096 MiB)".
 std::string CardsText(const Assignment& assignment, const std::map<std::string, int>& index_of) {
-  std::string out;
-  for (const ContainerAssignment& container : assignment.containers) {
-    for (const CardShare& share : container.cards) {
-      auto index = index_of.find(share.uuid);
-      out += (out.empty() ? "" : "; ") + container.container + ": card " +
-             (index == index_of.end() ? share.uuid : std::to_string(index->second)) + " (" +
-             (share.core ? std::to_string(share.core) + "% core"
-                         : std::to_string(share.reclaimed_core) + "% reclaimed") +
-             ", " + std::to_string(share.memory_mib) + " MiB)";
-    }
-  }
-  return out;
+  return DescribeAssignment(assignment, [&index_of](const std::string& uuid) {
+    auto index = index_of.find(uuid);
+    return index == index_of.end() ? uuid : "card " + std::to_string(index->second);
+  });
 }
 
 void PrintPlacements(testing::LocalCluster& cluster, const std::vector<std::string>& pods,

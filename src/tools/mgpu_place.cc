@@ -27,17 +27,12 @@ Result<std::vector<NodeState>> LoadNodes(const std::string& path, const Config& 
   return nodes;
 }
 
+// "main: card 0 (mgpu-core 30, mgpu-memory 4096 MiB)".
 std::string Shares(const NodeState& node, const Assignment& a) {
-  std::string out;
-  for (const auto& ca : a.containers) {
-    for (const auto& s : ca.cards) {
-      if (!out.empty()) out += ", ";
-      out += ca.container + "→card " + std::to_string(node.FindCard(s.uuid)->card.index) + " (" +
-             (s.core ? std::to_string(s.core) + "% core" : std::to_string(s.reclaimed_core) + "% reclaimed") +
-             ", " + std::to_string(s.memory_mib) + " MiB)";
-    }
-  }
-  return out;
+  return DescribeAssignment(a, [&node](const std::string& uuid) {
+    const CardState* card = node.FindCard(uuid);
+    return card ? "card " + std::to_string(card->card.index) : uuid;
+  });
 }
 
 int Run(int argc, char** argv) {

@@ -27,9 +27,9 @@
 #include "deviceplugin/devices.h"
 #include "deviceplugin/static_backend.h"
 #include "extender/daemon.h"
-#include "support/fake_apiserver.h"
 #include "support/test_certs.h"
-#include "support/test_env.h"
+#include "testing/fake_apiserver.h"
+#include "testing/test_env.h"
 
 namespace mgpu {
 namespace {

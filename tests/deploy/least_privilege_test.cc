@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "common/test_objects.h"
 #include "deviceplugin/api_calls.h"
 #include "extender/api_calls.h"
 #include "extender/daemon.h"
-#include "common/test_objects.h"
-#include "support/fake_apiserver.h"
-#include "support/test_env.h"
+#include "testing/fake_apiserver.h"
+#include "testing/test_env.h"
 
 namespace mgpu {
 namespace {

@@ -11,7 +11,7 @@
 #include "deviceplugin/plugin.h"
 #include "deviceplugin/pod_resources.h"
 #include "deviceplugin/static_backend.h"
-#include "support/fake_kubelet.h"
+#include "testing/fake_kubelet.h"
 
 namespace mgpu::dp {
 namespace {

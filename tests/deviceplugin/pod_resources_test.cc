@@ -8,8 +8,8 @@
 #include <filesystem>
 
 #include "deviceplugin/devices.h"
-#include "support/fake_kubelet.h"
-#include "support/test_env.h"
+#include "testing/fake_kubelet.h"
+#include "testing/test_env.h"
 
 namespace mgpu::dp {
 namespace {

@@ -1,4 +1,4 @@
-// mgpu end to end, in one process (tests/support/local_cluster.h): the fake API server, the scheduler
+// mgpu end to end, in one process (src/testing/local_cluster.h): the fake API server, the scheduler
 // extender, a device plugin and a kubelet per node, and kube-scheduler's calls to the extender. Every test
 // ends with LocalCluster::CheckConsistency (every container's environment matches its pod's gpu-allocated
 // and the extender's assignment; no card over-committed) and with kubectl-mgpu showing what the extender
@@ -18,8 +18,8 @@
 #include "common/codec.h"
 #include "common/file.h"
 #include "common/manifest.h"
-#include "support/local_cluster.h"
-#include "support/test_env.h"
+#include "testing/local_cluster.h"
+#include "testing/test_env.h"
 
 namespace mgpu::testing {
 namespace {

@@ -14,9 +14,9 @@
 #include "common/test_objects.h"
 #include "extender/daemon.h"
 #include "extender/server.h"
-#include "support/fake_apiserver.h"
 #include "support/test_certs.h"
-#include "support/test_env.h"
+#include "testing/fake_apiserver.h"
+#include "testing/test_env.h"
 
 namespace mgpu::extender {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "support/fake_apiserver.h"
-#include "support/test_env.h"
+#include "testing/fake_apiserver.h"
+#include "testing/test_env.h"
 
 namespace mgpu::extender {
 namespace {

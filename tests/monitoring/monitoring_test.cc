@@ -15,8 +15,8 @@
 #include "common/file.h"
 #include "common/manifest.h"
 #include "common/yaml_json.h"
-#include "support/local_cluster.h"
-#include "support/test_env.h"
+#include "testing/local_cluster.h"
+#include "testing/test_env.h"
 
 namespace mgpu::testing {
 namespace {
@@ -302,7 +302,8 @@ TEST_F(Monitoring, RealPrometheusScrapesTheDemo) {
   const std::string card =
       R"({__name__=~"mgpu_(extender_)?card_core_allocated_percent",node="node-a10",card="0"})";
   const std::string share = R"(mgpu_pod_gpu_share{namespace="default",pod="infer-online-0"})";
-  const std::string extender_share = R"(mgpu_extender_pod_gpu_share{pod="default/infer-online-0"})";
+  const std::string extender_share =
+      R"(mgpu_extender_pod_gpu_share{namespace="default",pod="infer-online-0"})";
   const auto scraped = [&] {
     return value("min(" + card + ")") == "60" && value("max(" + card + ")") == "60" &&
            value("count(" + card + ")") == "2" && !value(share).empty() && !value(extender_share).empty();

@@ -27,7 +27,7 @@
 #include "common/kube/client.h"
 #include "common/kube/kubeconfig.h"
 #include "common/yaml_json.h"
-#include "support/test_env.h"
+#include "testing/test_env.h"
 
 namespace mgpu::testing {
 namespace {

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/clock.h"
+#include "common/file.h"
 #include "common/json_depth.h"
 #include "common/kube/exec_credential.h"
 
@@ -191,15 +193,6 @@ std::string ResourcePath(const ApiResource& resource, std::string_view ns, std::
   return path;
 }
 
-std::string NowRfc3339() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
-}
-
 ApiResult ApiResult::Failure(int http_status, std::string reason, std::string message) {
   ApiResult r;
   r.failed_ = true;
@@ -325,8 +318,8 @@ std::string Client::CurrentToken(bool force_reread) {
   auto size = std::filesystem::file_size(config_.token_file, ec);
   if (ec) return token_;  // keep the last good token while the file is being replaced
   if (force_reread || !token_mtime_ || *token_mtime_ != mtime || token_size_ != size) {
-    std::ifstream in(config_.token_file);
-    std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    Result<std::string> read = ReadFile(config_.token_file);
+    std::string token = read.ok() ? std::move(*read) : std::string();
     while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
     if (!token.empty()) {
       token_ = std::move(token);
@@ -553,7 +546,7 @@ ApiResult Client::RecordEvent(const Json& involved, std::string_view type, std::
               {"uid", MetadataString(involved, "uid")},
               {"resourceVersion", MetadataString(involved, "resourceVersion")}};
   if (ns.empty()) ns = "default";  // events about cluster-scoped objects (nodes) live in "default"
-  std::string now = NowRfc3339();
+  std::string now = Rfc3339(UnixNowNs());
   Json event = {{"apiVersion", "v1"},
                 {"kind", "Event"},
                 {"metadata", {{"generateName", name + "."}, {"namespace", ns}}},

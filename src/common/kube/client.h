@@ -65,9 +65,6 @@ using ::mgpu::FindPath;  // common/json_path.h
 using ::mgpu::MetadataString;
 using ::mgpu::StringAt;
 
-// The current UTC time as the API server writes timestamps ("2026-11-23T06:53:35Z").
-std::string NowRfc3339();
-
 // The outcome of one API call.
 class [[nodiscard]] ApiResult {
  public:

@@ -7,9 +7,9 @@
 #include <fstream>
 #include <thread>
 
-#include "support/fake_apiserver.h"
 #include "support/test_certs.h"
-#include "support/test_env.h"
+#include "testing/fake_apiserver.h"
+#include "testing/test_env.h"
 
 namespace mgpu::kube {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "support/fake_apiserver.h"
+#include "testing/fake_apiserver.h"
 
 namespace mgpu::kube {
 namespace {

@@ -5,8 +5,8 @@
 #include <random>
 #include <thread>
 
-#include "support/fake_apiserver.h"
-#include "support/test_env.h"
+#include "testing/fake_apiserver.h"
+#include "testing/test_env.h"
 
 namespace mgpu::kube {
 namespace {

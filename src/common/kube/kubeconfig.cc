@@ -10,18 +10,12 @@
 #include <sstream>
 #include <vector>
 
+#include "common/file.h"
+
 namespace mgpu::kube {
 namespace {
 
 namespace fs = std::filesystem;
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{"cannot read " + path};
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 Result<std::string> DecodeBase64(const std::string& text) {
   std::string out;

@@ -10,7 +10,7 @@
 #include <memory>
 #include <optional>
 
-#include "support/test_env.h"
+#include "testing/test_env.h"
 
 namespace mgpu::kube {
 namespace {

@@ -145,7 +145,17 @@ class FakeApiServer {
   };
   struct Watch;
 
+  struct Route;
+
+  // One HTTP request: Admit (record it, check the token), ApplyFault (an injected fault's answer or effect),
+  // Resolve (discovery answers, else the resource it names), then a watch or ServeLocked's verb.
   void Handle(const httplib::Request& req, httplib::Response& res);
+  std::optional<Outcome> Admit(const httplib::Request& req, bool watch, uint64_t& generation);
+  std::optional<Outcome> ApplyFault(const httplib::Request& req, httplib::Response& res, bool watch,
+                                    int& drop_after, bool& truncate);
+  static std::optional<Outcome> Resolve(const std::string& path, const std::string& method, Route& route);
+  Outcome ServeLocked(const httplib::Request& req, const Route& route, const Json& body);
+  Outcome GetLocked(const Route& route);
   void ServeWatch(const std::string& resource, const std::string& ns, const httplib::Request& req,
                   httplib::Response& res, uint64_t generation, int drop_after, bool truncate);
   std::optional<Fault> TakeFault(const httplib::Request& req, bool watch);

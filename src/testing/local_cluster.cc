@@ -1,4 +1,4 @@
-#include "support/local_cluster.h"
+#include "testing/local_cluster.h"
 
 #include <filesystem>
 #include <fstream>
@@ -11,8 +11,8 @@
 #include "deviceplugin/daemon.h"
 #include "deviceplugin/static_backend.h"
 #include "extender/daemon.h"
-#include "support/test_env.h"
-#include "support/workloads.h"
+#include "testing/test_env.h"
+#include "testing/workloads.h"
 
 namespace mgpu::testing {
 namespace {

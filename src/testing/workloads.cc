@@ -1,4 +1,4 @@
-#include "support/workloads.h"
+#include "testing/workloads.h"
 
 #include <functional>
 #include <map>

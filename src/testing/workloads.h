@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "support/fake_apiserver.h"
+#include "testing/fake_apiserver.h"
 
 namespace mgpu::testing {
 

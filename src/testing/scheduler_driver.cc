@@ -1,4 +1,4 @@
-#include "support/scheduler_driver.h"
+#include "testing/scheduler_driver.h"
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>

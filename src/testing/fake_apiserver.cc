@@ -1,7 +1,8 @@
-#include "support/fake_apiserver.h"
+#include "testing/fake_apiserver.h"
 
 #include <httplib.h>
 
+#include "common/clock.h"
 #include "common/kube/client.h"
 
 #include <algorithm>
@@ -381,7 +382,7 @@ Outcome FakeApiServer::CreateLocked(const std::string& resource, const std::stri
   object["apiVersion"] = kind->group_version;
   object["kind"] = kind->kind;
   metadata["uid"] = NewUid();
-  metadata["creationTimestamp"] = kube::NowRfc3339();
+  metadata["creationTimestamp"] = Rfc3339(UnixNowNs());
   metadata["resourceVersion"] = std::to_string(++rv_);
   store[Key(ns, name)] = object;
   RecordLocked(resource, "ADDED", object, nullptr);
@@ -705,171 +706,211 @@ std::optional<Fault> FakeApiServer::TakeFault(const httplib::Request& req, bool 
 // --- HTTP
 // ------------------------------------------------------------------------------------------------------
 
-void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) {
-  auto reply = [&res](const Outcome& out) {
-    res.status = out.code;
-    res.set_content(out.body.dump(), "application/json");
-  };
-  bool watch = req.get_param_value("watch") == "true" || req.get_param_value("watch") == "1";
-  uint64_t generation = 0;
-  {
-    std::lock_guard lock(mu_);
-    RecordedRequest record{req.method, req.path, {}, watch, req.get_header_value("Authorization")};
-    for (const auto& [key, value] : req.params) record.params[key] = value;
-    requests_.push_back(std::move(record));
-    generation = drop_generation_;  // a drop also cuts watches still waiting out an injected delay
-    if (!token_.empty() && req.get_header_value("Authorization") != "Bearer " + token_) {
-      return reply(Fail(401, "Unauthorized", "Unauthorized"));
-    }
-  }
-  int drop_after = -1;
-  bool truncate = false;
-  if (std::optional<Fault> fault = TakeFault(req, watch)) {
-    switch (fault->action) {
-      case Fault::Action::kStatus: {
-        static const std::map<int, std::string> kReasons = {
-            {410, "Expired"},  {429, "TooManyRequests"}, {500, "InternalError"}, {503, "ServiceUnavailable"},
-            {409, "Conflict"}, {404, "NotFound"},        {403, "Forbidden"},     {401, "Unauthorized"}};
-        auto reason = kReasons.find(fault->status);
-        if (fault->status == 429) res.set_header("Retry-After", std::to_string(fault->retry_after_seconds));
-        return reply(Fail(fault->status, reason != kReasons.end() ? reason->second : "",
-                          "injected fault: HTTP " + std::to_string(fault->status)));
-      }
-      case Fault::Action::kDelay:
-        if (!WaitWhileRunning(fault->delay)) return reply(Fail(503, "ServiceUnavailable", "shutting down"));
-        break;
-      case Fault::Action::kTruncateBody:
-        truncate = true;
-        drop_after = fault->events_before_drop;
-        break;
-      case Fault::Action::kDropWatch:
-        drop_after = fault->events_before_drop;
-        break;
-    }
-  }
+// What a resource path names: /api/v1[/namespaces/NS]/PLURAL[/NAME[/SUB]], or /apis/GROUP/VERSION/... .
+struct FakeApiServer::Route {
+  std::string group_version;
+  std::string ns;
+  std::string plural;
+  std::string name;
+  std::string sub;
+  const KindInfo* kind = nullptr;  // null only for the bindings collection (POST .../namespaces/NS/bindings)
+};
 
+namespace {
+
+Outcome NoSuchResource() { return Fail(404, "NotFound", "the server could not find the requested resource"); }
+
+std::vector<std::string> PathParts(const std::string& path) {
   std::vector<std::string> parts;
-  for (size_t start = 1; start <= req.path.size();) {
-    size_t slash = req.path.find('/', start);
-    if (slash == std::string::npos) slash = req.path.size();
-    if (slash > start) parts.push_back(req.path.substr(start, slash - start));
+  for (size_t start = 1; start <= path.size();) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string::npos) slash = path.size();
+    if (slash > start) parts.push_back(path.substr(start, slash - start));
     start = slash + 1;
   }
-  if (req.path == "/version") {
-    return reply({200,
-                  {{"major", "1"},
-                   {"minor", "32"},
-                   {"gitVersion", "v1.32.0-mgpu-fake"},
-                   {"platform", "linux/amd64"}}});
-  }
-  if (parts.empty()) return reply(Fail(404, "NotFound", "the server could not find the requested resource"));
-  std::string group_version;
-  size_t rest = 0;
-  if (parts[0] == "api") {
-    if (parts.size() == 1) {
-      return reply({200,
-                    {{"kind", "APIVersions"},
-                     {"versions", {"v1"}},
-                     {"serverAddressByClientCIDRs",
-                      {{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", "127.0.0.1"}}}}}});
-    }
-    group_version = parts[1];
-    rest = 2;
-  } else if (parts[0] == "apis") {
-    if (parts.size() == 1) {
-      Json groups = Json::array();
-      for (const char* gv : {"coordination.k8s.io/v1", "apps/v1", "batch/v1"}) {
-        std::string text = gv;
-        std::string group = text.substr(0, text.find('/'));
-        Json version = {{"groupVersion", text}, {"version", "v1"}};
-        groups.push_back({{"name", group}, {"versions", {version}}, {"preferredVersion", version}});
-      }
-      return reply({200, {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", groups}}});
-    }
-    if (parts.size() < 3)
-      return reply(Fail(404, "NotFound", "the server could not find the requested resource"));
-    group_version = parts[1] + "/" + parts[2];
-    rest = 3;
-  } else {
-    return reply(Fail(404, "NotFound", "the server could not find the requested resource"));
-  }
-  if (parts.size() == rest) {
-    Json list = DiscoveryFor(group_version);
-    if (list["resources"].empty())
-      return reply(Fail(404, "NotFound", "the server could not find the requested resource"));
-    return reply({200, list});
-  }
-  std::string ns;
-  if (parts[rest] == "namespaces" && parts.size() >= rest + 3) {
-    ns = parts[rest + 1];
-    rest += 2;
-  } else if (parts[rest] == "namespaces" && group_version == "v1" && req.method == "GET") {
-    // Namespaces are not stored; every namespace exists and is active.
-    if (parts.size() == rest + 2) {
-      return reply({200,
-                    {{"kind", "Namespace"},
-                     {"apiVersion", "v1"},
-                     {"metadata", {{"name", parts[rest + 1]}}},
-                     {"status", {{"phase", "Active"}}}}});
-    }
-  }
-  std::string plural = parts[rest];
-  std::string name = parts.size() > rest + 1 ? parts[rest + 1] : "";
-  std::string sub = parts.size() > rest + 2 ? parts[rest + 2] : "";
-  const KindInfo* kind = FindKind(plural);
-  if (group_version == "v1" && plural == "bindings" && req.method == "POST" && !ns.empty() && name.empty()) {
-    Json binding = Json::parse(req.body, nullptr, false);
-    std::lock_guard lock(mu_);
-    return reply(BindLocked(ns, kube::MetadataString(binding, "name"), binding));
-  }
-  if (kind == nullptr || group_version != kind->group_version || parts.size() > rest + 3 ||
-      (!kind->namespaced && !ns.empty()) || (kind->namespaced && !name.empty() && ns.empty()) ||
-      (!sub.empty() && sub != "status" && !(sub == "binding" && plural == "pods"))) {
-    return reply(Fail(404, "NotFound", "the server could not find the requested resource"));
-  }
+  return parts;
+}
 
-  Json body;
-  if (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
-    body = Json::parse(req.body, nullptr, false);
-    if (body.is_discarded()) return reply(Fail(400, "BadRequest", "the request body is not valid JSON"));
+Json ApiGroupList() {
+  Json groups = Json::array();
+  for (const char* gv : {"coordination.k8s.io/v1", "apps/v1", "batch/v1"}) {
+    std::string text = gv;
+    std::string group = text.substr(0, text.find('/'));
+    Json version = {{"groupVersion", text}, {"version", "v1"}};
+    groups.push_back({{"name", group}, {"versions", {version}}, {"preferredVersion", version}});
   }
-  Outcome out{405,
-              StatusJson(405, "MethodNotAllowed", "the server does not allow this method on the resource")};
-  if (req.method == "GET" && name.empty() && watch) {
-    return ServeWatch(plural, ns, req, res, generation, drop_after, truncate);
-  }
-  {
-    std::lock_guard lock(mu_);
-    if (req.method == "GET" && name.empty()) {
-      out = ListLocked(plural, ns, req.get_param_value("labelSelector"), req.get_param_value("fieldSelector"),
-                       req.get_param_value("limit"), req.get_param_value("continue"));
-    } else if (req.method == "GET") {
-      auto& store = objects_[plural];
-      auto it = store.find(Key(ns, name));
-      out = it == store.end() ? NotFound(*kind, name) : Outcome{200, it->second};
-    } else if (req.method == "POST" && name.empty()) {
-      out = CreateLocked(plural, ns, body);
-    } else if (req.method == "POST" && sub == "binding") {
-      out = BindLocked(ns, name, body);
-    } else if (req.method == "PUT" && !name.empty() && sub != "binding") {
-      out = UpdateLocked(plural, ns, name, body);
-    } else if (req.method == "PATCH" && !name.empty() && sub != "binding") {
-      std::string content_type = req.get_header_value("Content-Type");
-      content_type = Trim(content_type.substr(0, content_type.find(';')));
-      out = PatchLocked(plural, ns, name, body, content_type);
-    } else if (req.method == "DELETE" && !name.empty() && sub.empty()) {
-      out = DeleteLocked(plural, ns, name);
-    }
-  }
-  if (!truncate) return reply(out);
-  auto text = std::make_shared<std::string>(out.body.dump());
+  return {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", groups}};
+}
+
+// The reply, or with `truncate` half of it before the connection closes.
+void Reply(httplib::Response& res, const Outcome& out, bool truncate = false) {
   res.status = out.code;
+  if (!truncate) return res.set_content(out.body.dump(), "application/json");
+  auto text = std::make_shared<std::string>(out.body.dump());
   size_t half = text->size() / 2;
   res.set_content_provider(text->size(), "application/json",
                            [text, half](size_t offset, size_t length, httplib::DataSink& sink) {
                              if (offset >= half) return false;  // closes the connection mid-body
                              return sink.write(text->data() + offset, std::min(length, half - offset));
                            });
+}
+
+}  // namespace
+
+std::optional<Outcome> FakeApiServer::Admit(const httplib::Request& req, bool watch, uint64_t& generation) {
+  std::lock_guard lock(mu_);
+  RecordedRequest record{req.method, req.path, {}, watch, req.get_header_value("Authorization")};
+  for (const auto& [key, value] : req.params) record.params[key] = value;
+  requests_.push_back(std::move(record));
+  generation = drop_generation_;  // a drop also cuts watches still waiting out an injected delay
+  if (!token_.empty() && req.get_header_value("Authorization") != "Bearer " + token_)
+    return Fail(401, "Unauthorized", "Unauthorized");
+  return std::nullopt;
+}
+
+std::optional<Outcome> FakeApiServer::ApplyFault(const httplib::Request& req, httplib::Response& res,
+                                                 bool watch, int& drop_after, bool& truncate) {
+  std::optional<Fault> fault = TakeFault(req, watch);
+  if (!fault) return std::nullopt;
+  switch (fault->action) {
+    case Fault::Action::kStatus: {
+      static const std::map<int, std::string> kReasons = {
+          {410, "Expired"},  {429, "TooManyRequests"}, {500, "InternalError"}, {503, "ServiceUnavailable"},
+          {409, "Conflict"}, {404, "NotFound"},        {403, "Forbidden"},     {401, "Unauthorized"}};
+      auto reason = kReasons.find(fault->status);
+      if (fault->status == 429) res.set_header("Retry-After", std::to_string(fault->retry_after_seconds));
+      return Fail(fault->status, reason != kReasons.end() ? reason->second : "",
+                  "injected fault: HTTP " + std::to_string(fault->status));
+    }
+    case Fault::Action::kDelay:
+      if (!WaitWhileRunning(fault->delay)) return Fail(503, "ServiceUnavailable", "shutting down");
+      break;
+    case Fault::Action::kTruncateBody:
+      truncate = true;
+      drop_after = fault->events_before_drop;
+      break;
+    case Fault::Action::kDropWatch:
+      drop_after = fault->events_before_drop;
+      break;
+  }
+  return std::nullopt;
+}
+
+std::optional<Outcome> FakeApiServer::Resolve(const std::string& path, const std::string& method,
+                                              Route& route) {
+  if (path == "/version") {
+    return Outcome{
+        200,
+        {{"major", "1"}, {"minor", "32"}, {"gitVersion", "v1.32.0-mgpu-fake"}, {"platform", "linux/amd64"}}};
+  }
+  const std::vector<std::string> parts = PathParts(path);
+  if (parts.empty()) return NoSuchResource();
+  size_t rest = 0;
+  if (parts[0] == "api") {
+    if (parts.size() == 1) {
+      return Outcome{
+          200,
+          {{"kind", "APIVersions"},
+           {"versions", {"v1"}},
+           {"serverAddressByClientCIDRs", {{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", "127.0.0.1"}}}}}};
+    }
+    route.group_version = parts[1];
+    rest = 2;
+  } else if (parts[0] == "apis") {
+    if (parts.size() == 1) return Outcome{200, ApiGroupList()};
+    if (parts.size() < 3) return NoSuchResource();
+    route.group_version = parts[1] + "/" + parts[2];
+    rest = 3;
+  } else {
+    return NoSuchResource();
+  }
+  if (parts.size() == rest) {
+    Json list = DiscoveryFor(route.group_version);
+    if (list["resources"].empty()) return NoSuchResource();
+    return Outcome{200, list};
+  }
+  if (parts[rest] == "namespaces" && parts.size() >= rest + 3) {
+    route.ns = parts[rest + 1];
+    rest += 2;
+  } else if (parts[rest] == "namespaces" && route.group_version == "v1" && method == "GET" &&
+             parts.size() == rest + 2) {
+    // Namespaces are not stored; every namespace exists and is active.
+    return Outcome{200,
+                   {{"kind", "Namespace"},
+                    {"apiVersion", "v1"},
+                    {"metadata", {{"name", parts[rest + 1]}}},
+                    {"status", {{"phase", "Active"}}}}};
+  }
+  route.plural = parts[rest];
+  route.name = parts.size() > rest + 1 ? parts[rest + 1] : "";
+  route.sub = parts.size() > rest + 2 ? parts[rest + 2] : "";
+  if (route.group_version == "v1" && route.plural == "bindings" && method == "POST" && !route.ns.empty() &&
+      route.name.empty())
+    return std::nullopt;
+  const KindInfo* kind = FindKind(route.plural);
+  if (kind == nullptr || route.group_version != kind->group_version || parts.size() > rest + 3 ||
+      (!kind->namespaced && !route.ns.empty()) ||
+      (kind->namespaced && !route.name.empty() && route.ns.empty()) ||
+      (!route.sub.empty() && route.sub != "status" && !(route.sub == "binding" && route.plural == "pods"))) {
+    return NoSuchResource();
+  }
+  route.kind = kind;
+  return std::nullopt;
+}
+
+Outcome FakeApiServer::GetLocked(const Route& route) {
+  auto& store = objects_[route.plural];
+  auto it = store.find(Key(route.ns, route.name));
+  return it == store.end() ? NotFound(*route.kind, route.name) : Outcome{200, it->second};
+}
+
+Outcome FakeApiServer::ServeLocked(const httplib::Request& req, const Route& route, const Json& body) {
+  const std::string& method = req.method;
+  const bool named = !route.name.empty();
+  if (route.kind == nullptr) return BindLocked(route.ns, kube::MetadataString(body, "name"), body);
+  if (method == "GET" && !named) {
+    return ListLocked(route.plural, route.ns, req.get_param_value("labelSelector"),
+                      req.get_param_value("fieldSelector"), req.get_param_value("limit"),
+                      req.get_param_value("continue"));
+  }
+  if (method == "GET") return GetLocked(route);
+  if (method == "POST" && !named) return CreateLocked(route.plural, route.ns, body);
+  if (method == "POST" && route.sub == "binding") return BindLocked(route.ns, route.name, body);
+  if (method == "PUT" && named && route.sub != "binding")
+    return UpdateLocked(route.plural, route.ns, route.name, body);
+  if (method == "PATCH" && named && route.sub != "binding") {
+    std::string content_type = req.get_header_value("Content-Type");
+    content_type = Trim(content_type.substr(0, content_type.find(';')));
+    return PatchLocked(route.plural, route.ns, route.name, body, content_type);
+  }
+  if (method == "DELETE" && named && route.sub.empty())
+    return DeleteLocked(route.plural, route.ns, route.name);
+  return Fail(405, "MethodNotAllowed", "the server does not allow this method on the resource");
+}
+
+void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) {
+  const bool watch = req.get_param_value("watch") == "true" || req.get_param_value("watch") == "1";
+  uint64_t generation = 0;
+  if (std::optional<Outcome> refused = Admit(req, watch, generation)) return Reply(res, *refused);
+  int drop_after = -1;
+  bool truncate = false;
+  if (std::optional<Outcome> injected = ApplyFault(req, res, watch, drop_after, truncate))
+    return Reply(res, *injected);
+  Route route;
+  if (std::optional<Outcome> answer = Resolve(req.path, req.method, route)) return Reply(res, *answer);
+  Json body;
+  if (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
+    body = Json::parse(req.body, nullptr, false);
+    if (body.is_discarded()) return Reply(res, Fail(400, "BadRequest", "the request body is not valid JSON"));
+  }
+  if (req.method == "GET" && route.name.empty() && watch)
+    return ServeWatch(route.plural, route.ns, req, res, generation, drop_after, truncate);
+  Outcome out;
+  {
+    std::lock_guard lock(mu_);
+    out = ServeLocked(req, route, body);
+  }
+  Reply(res, out, truncate);
 }
 
 void FakeApiServer::ServeWatch(const std::string& resource, const std::string& ns,

@@ -1,4 +1,4 @@
-#include "support/fake_kubelet.h"
+#include "testing/fake_kubelet.h"
 
 #include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>

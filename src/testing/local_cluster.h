@@ -21,9 +21,9 @@
 #include "common/kube/client.h"
 #include "common/model.h"
 #include "common/result.h"
-#include "support/fake_apiserver.h"
-#include "support/fake_node.h"
-#include "support/scheduler_driver.h"
+#include "testing/fake_apiserver.h"
+#include "testing/fake_node.h"
+#include "testing/scheduler_driver.h"
 
 namespace mgpu::dp {
 class Daemon;
@@ -67,9 +67,9 @@ class LocalCluster {
   // Each node's device plugin metrics address ("127.0.0.1:<port>"), by node name.
   std::map<std::string, std::string> plugin_metrics_addresses() const;
 
-  // Creates the workloads of a YAML stream and their pods (support/workloads.h); the pods' keys.
+  // Creates the workloads of a YAML stream and their pods (testing/workloads.h); the pods' keys.
   Result<std::vector<std::string>> Submit(std::string_view yaml_text);
-  // One scheduling cycle of one pod, or of every pending pod (support/scheduler_driver.h).
+  // One scheduling cycle of one pod, or of every pending pod (testing/scheduler_driver.h).
   SchedulingOutcome Schedule(const std::string& ns, const std::string& name);
   std::map<std::string, SchedulingOutcome> SchedulePending();
 

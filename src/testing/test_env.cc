@@ -1,4 +1,4 @@
-#include "support/test_env.h"
+#include "testing/test_env.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>

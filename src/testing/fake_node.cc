@@ -1,4 +1,4 @@
-#include "support/fake_node.h"
+#include "testing/fake_node.h"
 
 #include <spdlog/spdlog.h>
 

@@ -22,7 +22,7 @@
 
 #include "common/kube/client.h"
 #include "common/kube/informer.h"
-#include "support/fake_kubelet.h"
+#include "testing/fake_kubelet.h"
 
 namespace mgpu::testing {
 
