@@ -81,8 +81,9 @@ Extender::FactsRef Extender::FactsOf(const nlohmann::json& pod) {
 
 FilterResult Extender::Filter(const ExtenderArgs& args) {
   const FactsRef facts = FactsOf(args.pod);
-  FilterResult result{
-      FilterPod(*cache_.Snapshot(), args.node_names, facts->request, model_, memo_, cache_.config()), {}};
+  const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
+  FilterResult result{FilterPod(*view, args.node_names, facts->request, model_, memo_, cache_.config()), {}};
+  NoteFragmentation(*facts, *view, result);
   if (!facts->request.ok()) {
     metrics_.CountFilterFailure("invalid_request");
     spdlog::info("filter pod={}: {}", facts->key, facts->request.message());
@@ -91,6 +92,23 @@ FilterResult Extender::Filter(const ExtenderArgs& args) {
   metrics_.CountFilterFailure("bad_inventory", result.bad_inventory);
   metrics_.CountFilterFailure("insufficient", result.insufficient);
   return result;
+}
+
+void Extender::NoteFragmentation(const PodFacts& pod, const ClusterView& view, const FilterResult& result) {
+  if (!pod.request.ok() || !pod.request->AsksForGpu()) return;
+  if (result.passed.empty() && result.unresolvable.empty()) {
+    const Unblocking u = Diagnose(view, *pod.request, model_.Current().model.get());
+    if (u.cause == Unblocking::Cause::kFragmentation) {
+      const int moves = u.plan ? static_cast<int>(u.plan->moves.size()) : -1;
+      if (metrics_.NoteBlocked(pod.uid, pod.key, moves))
+        spdlog::info("filter pod={}: fits no node though the free capacity would hold it (fragmentation); {}",
+                     pod.key,
+                     u.plan ? "moving " + std::to_string(moves) + " offline pod(s) would make room"
+                            : "no plan: " + u.sentence);
+      return;
+    }
+  }
+  metrics_.ForgetBlocked(pod.uid);
 }
 
 std::vector<HostScore> Extender::Prioritize(const ExtenderArgs& args) {
@@ -193,6 +211,7 @@ std::string Extender::BindWithCards(const BindArgs& args, FactsRef pod) {
     spdlog::info("bind pod={} node={}: binding failed: {}", key, args.node, bound.message());
     return "cannot bind pod " + key + " to node " + args.node + ": " + bound.message();
   }
+  metrics_.ForgetBlocked(pod->uid);
   const std::string cards = Describe(*assignment);
   spdlog::info("bound pod={} node={} cards={}", key, args.node, cards);
   if (events_)

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/cluster_cache.h"
+#include "common/cluster_defrag.h"
 #include "common/decision_memo.h"
 #include "common/fragmentation.h"
 #include "common/kube/client.h"
@@ -57,6 +58,9 @@ class Extender {
   FactsRef Remembered(const std::string& uid);
   void Remember(FactsRef facts);
   std::string BindWithCards(const BindArgs& args, FactsRef pod);
+  // After a filter: a GPU pod that no candidate node takes though the free capacity would hold it is noted
+  // for /metrics with the moves of its defragmentation plan (common/cluster_defrag.h); any other forgotten.
+  void NoteFragmentation(const PodFacts& pod, const ClusterView& view, const FilterResult& result);
 
   ClusterCache& cache_;
   kube::Client* client_;

@@ -7,10 +7,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/manifest.h"
 #include "common/decision_memo.h"
-#include "extender/server.h"
+#include "common/manifest.h"
 #include "common/test_objects.h"
+#include "extender/server.h"
 
 namespace mgpu::extender {
 namespace {
@@ -139,6 +139,46 @@ TEST(ExtenderPressure, UnboundPodsLeaveScarceModelsToThePodsBoundToThem) {
   EXPECT_LT(scores[0].score, scores[1].score);
 }
 
+// Node a's two cards have all their core free, but an offline pod on card 1 keeps two-card pods off them;
+// node b has room for the offline pod: /metrics counts the two-card pod as blocked by fragmentation, with a
+// plan of one move, until a filter finds it a node or the note expires.
+TEST(ExtenderDefrag, MetricsCountPodsThatFragmentationKeepsOffEveryNode) {
+  const Config config;
+  ClusterCache cache(config);
+  auto now = std::chrono::steady_clock::time_point{};
+  Metrics metrics([&now] { return now; });
+  Extender extender(cache, nullptr, nullptr, metrics);
+  cache.UpsertNode(Node("a", 2, 16384));
+  cache.UpsertNode(Node("b", 1, 16384));
+  nlohmann::json batch = Pod("batch", 0, 2048);
+  batch["metadata"]["annotations"][std::string(kQosLevelAnnotation)] = "reclaimed_cores";
+  batch["spec"]["containers"][0]["resources"]["limits"] = {{config.Names().reclaimed_core, "40"},
+                                                           {config.Names().memory, "2048"}};
+  cache.UpsertPod(Placed(batch, "a", config.Names().gpu_allocated,
+                         Assignment{{ContainerAssignment{"c", {CardShare{"a-gpu1", 0, 40, 2048}}}}}));
+  cache.UpsertPod(
+      Placed(Pod("web", 50, 2048), "b", config.Names().gpu_allocated, OneCard("b-gpu0", 50, 2048)));
+  const auto render = [&] { return metrics.Render(*cache.Snapshot()); };
+  EXPECT_NE(render().find("mgpu_extender_pods_blocked_by_fragmentation 0\n"), std::string::npos);
+
+  EXPECT_TRUE(extender.Filter(Args(Pod("train", 200, 8192), {"a", "b"})).passed.empty());
+  EXPECT_TRUE(
+      extender.Filter(Args(Pod("huge", 400, 8192), {"a", "b"})).passed.empty());  // short, not blocked
+  std::string text = render();
+  EXPECT_NE(text.find("mgpu_extender_pods_blocked_by_fragmentation 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("mgpu_extender_pod_defrag_plan_moves{pod=\"default/train\"} 1\n"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("default/huge"), std::string::npos) << text;
+
+  now += std::chrono::minutes(11);
+  EXPECT_NE(render().find("mgpu_extender_pods_blocked_by_fragmentation 0\n"), std::string::npos);
+  extender.Filter(Args(Pod("train", 200, 8192), {"a", "b"}));
+  EXPECT_NE(render().find("mgpu_extender_pods_blocked_by_fragmentation 1\n"), std::string::npos);
+  cache.UpsertNode(Node("c", 2, 16384));
+  EXPECT_EQ(extender.Filter(Args(Pod("train", 200, 8192), {"a", "b", "c"})).passed.size(), 1u);
+  EXPECT_NE(render().find("mgpu_extender_pods_blocked_by_fragmentation 0\n"), std::string::npos);
+}
+
 TEST_F(ExtenderTest, PreemptKeepsOnlyNodesWhereTheVictimsFreeACard) {
   PreemptArgs args;
   args.pod = Pod("p", 60, 4000);
@@ -177,9 +217,12 @@ TEST_F(ExtenderTest, NoReasonIsAFormatString) {
   NodeInventory inventory;
   inventory.cards.push_back(Card{0, "u-gpu0", "Test GPU", 16384, false});
   inventory.memory_unit_mib = 16;
-  cache_.UpsertNode({{"metadata", {{"name", "unit"}, {"annotations", {{names_.gpu_inventory, EncodeInventory(inventory)}}}}}});
+  cache_.UpsertNode(
+      {{"metadata",
+        {{"name", "unit"}, {"annotations", {{names_.gpu_inventory, EncodeInventory(inventory)}}}}}});
   nlohmann::json offline = Pod("off", 0, 2000);
-  offline["spec"]["containers"][0]["resources"]["limits"] = {{names_.reclaimed_core, "40"}, {names_.memory, "20000"}};
+  offline["spec"]["containers"][0]["resources"]["limits"] = {{names_.reclaimed_core, "40"},
+                                                             {names_.memory, "20000"}};
   nlohmann::json whole = Pod("whole", 200, 30000);
   nlohmann::json spread = Pod("spread", 100, 2000);
   spread["metadata"]["annotations"][names_.gpu_count] = "2";
@@ -199,18 +242,22 @@ TEST_F(ExtenderTest, NoReasonIsAFormatString) {
   ClusterCache cache(volcengine);
   Extender extender(cache, nullptr, nullptr, metrics_);
   for (const ManifestPod& m : *pods)
-    for (const auto& [node, reason] : extender.Filter(Args(m.pod, {"n"})).unresolvable) reasons.push_back(reason);
+    for (const auto& [node, reason] : extender.Filter(Args(m.pod, {"n"})).unresolvable)
+      reasons.push_back(reason);
   // Bind: the guard's wait, a node without inventory, no client, not the leader.
-  cache_.UpsertPod(Placed(Pod("a", 20, 2000), "empty", names_.gpu_assignment, OneCard("empty-gpu0", 20, 2000), 1));
-  cache_.UpsertPod(Placed(Pod("b", 60, 3000), "empty", names_.gpu_allocated, OneCard("empty-gpu1", 60, 3000)));
+  cache_.UpsertPod(
+      Placed(Pod("a", 20, 2000), "empty", names_.gpu_assignment, OneCard("empty-gpu0", 20, 2000), 1));
+  cache_.UpsertPod(
+      Placed(Pod("b", 60, 3000), "empty", names_.gpu_allocated, OneCard("empty-gpu1", 60, 3000)));
   const auto now = std::chrono::steady_clock::now();
-  Result<Assignment> wait = cache_.Reserve("empty", ParsePodRequest(Pod("c", 90, 2000), Config()).value(), "uid-c",
-                                           2, nullptr, now);
+  Result<Assignment> wait = cache_.Reserve("empty", ParsePodRequest(Pod("c", 90, 2000), Config()).value(),
+                                           "uid-c", 2, nullptr, now);
   ASSERT_FALSE(wait.ok());
   reasons.push_back(wait.message());
-  reasons.push_back(cache_.Reserve("cpu-only", ParsePodRequest(Pod("c", 10, 10), Config()).value(), "uid-c", 2,
-                                   nullptr, now)
-                        .message());
+  reasons.push_back(
+      cache_
+          .Reserve("cpu-only", ParsePodRequest(Pod("c", 10, 10), Config()).value(), "uid-c", 2, nullptr, now)
+          .message());
   reasons.push_back(extender_.Bind(BindArgs{"p", "default", "u", "empty"}));
   Extender follower(cache_, nullptr, nullptr, metrics_, [] { return false; });
   reasons.push_back(follower.Bind(BindArgs{"p", "default", "u", "empty"}));

@@ -39,6 +39,25 @@ void Metrics::CountBindConflictRetry() {
   ++bind_conflict_retries_;
 }
 
+bool Metrics::NoteBlocked(const std::string& uid, const std::string& pod, int moves) {
+  std::lock_guard lock(mu_);
+  const auto now = now_();
+  auto it = blocked_.find(uid);
+  const bool news = it == blocked_.end() || it->second.moves != moves;
+  if (it == blocked_.end() && blocked_.size() >= kMaxBlocked) {
+    blocked_.erase(std::min_element(blocked_.begin(), blocked_.end(), [](const auto& a, const auto& b) {
+      return a.second.noted < b.second.noted;
+    }));
+  }
+  blocked_[uid] = Blocked{pod, moves, now};
+  return news;
+}
+
+void Metrics::ForgetBlocked(const std::string& uid) {
+  std::lock_guard lock(mu_);
+  blocked_.erase(uid);
+}
+
 uint64_t Metrics::bind_waits() const {
   std::lock_guard lock(mu_);
   return bind_waits_;
@@ -82,6 +101,20 @@ std::string Metrics::Render(const ClusterView& view) const {
            "resourceVersion.\n# TYPE mgpu_extender_bind_conflict_retries_total counter\n"
            "mgpu_extender_bind_conflict_retries_total "
         << bind_conflict_retries_ << '\n';
+    const auto now = now_();
+    std::erase_if(blocked_, [&](const auto& entry) { return now - entry.second.noted > kBlockedFor; });
+    std::map<std::string, int> moves;  // by pod, in name order
+    for (const auto& [uid, b] : blocked_) moves[b.pod] = b.moves;
+    out << "# HELP mgpu_extender_pods_blocked_by_fragmentation GPU pods that fit no node at their latest "
+           "filter though the free capacity of the nodes they may use would hold them.\n"
+           "# TYPE mgpu_extender_pods_blocked_by_fragmentation gauge\n"
+           "mgpu_extender_pods_blocked_by_fragmentation "
+        << blocked_.size()
+        << "\n# HELP mgpu_extender_pod_defrag_plan_moves Offline pods a defragmentation plan (kubectl mgpu "
+           "defrag --dry-run) would move to make room for a pod blocked by fragmentation; -1 when no plan "
+           "does.\n# TYPE mgpu_extender_pod_defrag_plan_moves gauge\n";
+    for (const auto& [pod, n] : moves)
+      out << "mgpu_extender_pod_defrag_plan_moves{pod=\"" << EscapeLabelValue(pod) << "\"} " << n << '\n';
   }
   struct Series {
     const char* name;
