@@ -903,6 +903,24 @@ void RunJobs(size_t jobs, unsigned threads, const std::function<void(size_t)>& j
   for (auto& t : pool) t.join();
 }
 
+// One replay to run: a policy, a seed and, once run, its result.
+template <typename R>
+struct Job {
+  Policy policy;
+  uint32_t seed;
+  R result;
+};
+
+// A job for every policy and seed.
+template <typename R>
+std::vector<Job<R>> JobsFor(const std::vector<std::pair<Policy, std::string>>& policies, int seeds,
+                            int first_seed) {
+  std::vector<Job<R>> jobs;
+  for (const auto& [policy, name] : policies)
+    for (int s = 0; s < seeds; ++s) jobs.push_back({policy, static_cast<uint32_t>(first_seed + s), {}});
+  return jobs;
+}
+
 // --departures: the table of ReplayDepartures for every list that has times, policy and seed.
 void RunDepartures(const std::vector<TraceNode>& nodes, const std::vector<std::string>& traces,
                    const std::function<std::vector<TracePod>(const std::string&)>& load,
@@ -922,14 +940,7 @@ void RunDepartures(const std::vector<TraceNode>& nodes, const std::vector<std::s
       continue;
     }
     const double peak = PeakDemand(pods);
-    struct Job {
-      Policy policy;
-      uint32_t seed;
-      DepartureResult result;
-    };
-    std::vector<Job> jobs;
-    for (const auto& [policy, name] : policies)
-      for (int s = 0; s < seeds; ++s) jobs.push_back({policy, static_cast<uint32_t>(first_seed + s), {}});
+    std::vector<Job<DepartureResult>> jobs = JobsFor<DepartureResult>(policies, seeds, first_seed);
     RunJobs(jobs.size(), threads, [&](size_t j) {
       jobs[j].result = ReplayDepartures(nodes, pods, jobs[j].policy, jobs[j].seed, cluster_share * peak);
     });
@@ -937,7 +948,7 @@ void RunDepartures(const std::vector<TraceNode>& nodes, const std::vector<std::s
       double gpus = 0, alloc = 0, alloc_short = 0, short_h = 0, failed[kKinds] = {}, waited = 0, blocked = 0,
              plans = 0, moves = 0;
       std::vector<double> waits;
-      for (const Job& j : jobs) {
+      for (const Job<DepartureResult>& j : jobs) {
         if (j.policy != policy) continue;
         const DepartureResult& r = j.result;
         gpus += r.cluster_gpus / seeds;
@@ -1039,22 +1050,14 @@ int Main(int argc, char** argv) {
               "failed@130 c/s/1/m", "cpu@130 %", "p50 us", "p99 us");
   for (const std::string& trace : traces) {
     const auto pods = load(trace);
-    struct Job {
-      Policy policy;
-      uint32_t seed;
-      RunResult result;
-    };
-    std::vector<Job> jobs;
-    for (const auto& [policy, name] : policies) {
-      for (int s = 0; s < seeds; ++s) jobs.push_back({policy, static_cast<uint32_t>(first_seed + s), {}});
-    }
+    std::vector<Job<RunResult>> jobs = JobsFor<RunResult>(policies, seeds, first_seed);
     RunJobs(jobs.size(), threads,
             [&](size_t j) { jobs[j].result = Replay(nodes, pods, jobs[j].policy, jobs[j].seed, limit); });
     double mgpu_at100 = NAN, offline_at100 = NAN;
     for (const auto& [policy, name] : policies) {
       std::vector<double> at100, at130, times;
       double failed[kKinds] = {}, failed_at100[kKinds] = {}, cpu_unplaced_at100 = 0, cpu_unplaced = 0;
-      for (const Job& j : jobs) {
+      for (const Job<RunResult>& j : jobs) {
         if (j.policy != policy) continue;
         at100.push_back(100 - j.result.allocated[kMark100]);
         at130.push_back(100 - j.result.allocated[kMark130]);
