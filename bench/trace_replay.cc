@@ -517,31 +517,43 @@ class Scheduler {
   // Puts `p` on the node the policy chooses, taking its CPU, memory and cards (`cards`); returns the node's
   // index, or SIZE_MAX when no node fits.
   size_t Schedule(const TracePod& p, const PodRequest& req, Assignment& cards) {
+    feasible_.clear();
+    size_t pick = SIZE_MAX;
+    if (mgpu_policy_) {
+      // The extender's own cycle (common/scheduler.h) over the nodes kube-scheduler's filters leave; CPU-only
+      // pods reach the extender too when its managedResources are left empty, and always fit.
+      candidates_.clear();
+      for (size_t i = 0; i < nodes_.size(); ++i) {
+        if (!HostFits(nodes_[i], p)) continue;
+        feasible_.push_back(i);
+        candidates_.push_back(&nodes_[i].gpu);
+      }
+      Result<Scheduled> scheduled = ScheduleOne(
+          candidates_, req, publisher_, [this] { return free_core_; },
+          /*with_reasons=*/false, random_pick_, placed_);
+      if (!scheduled.ok()) {
+        std::cerr << "internal error: chosen node cannot take the pod: " << scheduled.message() << "\n";
+        std::exit(1);
+      }
+      if (scheduled->node == Scheduled::kNowhere) return SIZE_MAX;
+      pick = feasible_[scheduled->node];
+      SimNode& n = nodes_[pick];
+      if (req.AsksForGpu()) free_core_[n.gpu.product] -= 100.0 * GpusOf(p);
+      BindHost(n, p);
+      cards = std::move(scheduled->assignment);
+      return pick;
+    }
     const ModelPublisher::Published model = publisher_.Observe(req, [this] { return free_core_; });
     const WorkloadModel* workload = model.model.get();
-    feasible_.clear();
-    decisions_.clear();
     scores_.clear();
     for (size_t i = 0; i < nodes_.size(); ++i) {
       SimNode& n = nodes_[i];
-      if (!HostFits(n, p)) continue;
-      // CPU-only pods reach the extender too when its managedResources are left empty: they always fit.
-      if (mgpu_policy_) {
-        NodeDecision decision = Decide(n.gpu, req, workload, /*with_reason=*/false, placed_);
-        if (!decision.fits) continue;
-        decisions_.push_back(std::move(decision));
-      } else {
-        if (!Place(n.gpu, req, workload, placed_)) continue;
-        int64_t score = 0;
-        if (policy_ == Policy::kBestFit) score = BestFitScore(n, p, req);
-        if (policy_ == Policy::kPacking) score = PackingScore(n, req);
-        scores_.push_back(score);
-      }
+      if (!HostFits(n, p) || !Place(n.gpu, req, workload, placed_)) continue;
+      int64_t score = 0;
+      if (policy_ == Policy::kBestFit) score = BestFitScore(n, p, req);
+      if (policy_ == Policy::kPacking) score = PackingScore(n, req);
+      scores_.push_back(score);
       feasible_.push_back(i);
-    }
-    if (mgpu_policy_) {
-      const std::vector<int> extender = Scores(decisions_);
-      scores_.assign(extender.begin(), extender.end());
     }
     best_.clear();
     int64_t best_score = INT64_MIN;
@@ -554,29 +566,17 @@ class Scheduler {
       }
     }
     // Equal top scores: the paper's simulator takes the first node in name order (its baselines only
-    // reproduce that way); kube-scheduler, which ranks the extender's scores, picks one at random. Random
-    // scores all alike.
+    // reproduce that way). Random scores all alike.
     if (best_.empty()) return SIZE_MAX;
-    const bool random_tie = policy_ == Policy::kRandom || mgpu_policy_;
-    const size_t pick =
-        random_tie ? best_[std::uniform_int_distribution<size_t>(0, best_.size() - 1)(rng_)] : best_[0];
+    pick = policy_ == Policy::kRandom ? best_[random_pick_(best_.size())] : best_[0];
     SimNode& n = nodes_[pick];
     Result<Assignment> chosen = Assignment{};
     if (req.AsksForGpu()) {
-      if (mgpu_policy_)
-        chosen = Assign(n.gpu, req, workload);
-      else
-        chosen =
-            policy_ == Policy::kRandom ? RandomCard(n.gpu, req, rng_) : ChooseCards(n.gpu, req, workload);
-      if (!chosen.ok() || (!mgpu_policy_ && !Apply(n.gpu, req, *chosen).ok())) {
-        std::cerr << "internal error: chosen node cannot take the pod"
-                  << (chosen.ok() ? std::string() : ": " + chosen.message()) << "\n";
-        std::exit(1);
-      }
+      chosen = policy_ == Policy::kRandom ? RandomCard(n.gpu, req, rng_) : ChooseCards(n.gpu, req, workload);
       free_core_[n.gpu.product] -= 100.0 * GpusOf(p);
     }
-    BindHost(n, p);
-    cards = std::move(*chosen);
+    Bind(n, p, req, chosen);
+    cards = chosen.ok() ? std::move(*chosen) : Assignment{};
     return pick;
   }
 
@@ -614,8 +614,12 @@ class Scheduler {
   ModelPublisher publisher_;
   FreeCoreByProduct free_core_;
   std::vector<size_t> feasible_, best_;
-  std::vector<NodeDecision> decisions_;
+  std::vector<NodeState*> candidates_;  // mgpu policies: the nodes whose CPU, memory and GPU model fit
   std::vector<int64_t> scores_;
+  // Equal top scores: kube-scheduler, which ranks the extender's scores, picks one at random.
+  const std::function<size_t(size_t)> random_pick_ = [this](size_t n) {
+    return std::uniform_int_distribution<size_t>(0, n - 1)(rng_);
+  };
   Placement placed_;
 };
 

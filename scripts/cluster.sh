@@ -466,6 +466,9 @@ EOF
     fail_up kube-controller-manager
   wait_for "kube-scheduler is healthy" 60 https_ok "https://127.0.0.1:$scheduler_port/healthz" ||
     fail_up kube-scheduler
+  # A pod that mounts a token is refused until the controller manager has made its namespace's service account.
+  wait_for "the default service account exists" 60 kctl get serviceaccount default --namespace default ||
+    fail_up kube-controller-manager
 
   if [ "$with_kubelet" = 1 ]; then
     ls /run/netns 2>/dev/null | sort >"$state/netns-before" || true

@@ -15,9 +15,12 @@
 #include "common/config.h"
 #include "common/daemon.h"
 #include "common/decision_memo.h"
+#include "common/filter.h"
 #include "common/kube/client.h"
 #include "common/kube/kubeconfig.h"
 #include "common/kube/workload.h"
+#include "common/node_facts.h"
+#include "common/nodes_json.h"
 #include "common/request.h"
 #include "common/scheduler.h"
 #include "common/text_table.h"
@@ -365,7 +368,7 @@ int Defrag(const Options& options, kube::Client& client, const ClusterView& view
     err << "kubectl-mgpu: cannot read pod " << key << ": " << pod.message() << "\n";
     return kExitApi;
   }
-  const Result<PodRequest> request = ParsePodRequest(*pod, config, workloads.Resolve(*pod));
+  const Result<PodRequest> request = workloads.Read(*pod, config).request;
   out << (request.ok() ? DefragText(view, *request)
                        : "pod " + key + " fits no node: " + request.message() + "\n");
   return 0;
@@ -462,9 +465,9 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   }
 
   kube::WorkloadResolver workloads(client->get());
-  ClusterCache cache(config, [&workloads](const json& pod) { return workloads.Resolve(pod); });
-  for (const json& node : node_items) cache.UpsertNode(node);
-  for (const json& pod : pods->value("items", json::array())) cache.UpsertPod(pod);
+  ClusterCache cache(config);
+  for (const json& node : node_items) cache.UpsertNode(ReadNode(node, config));
+  for (const json& pod : pods->value("items", json::array())) cache.UpsertPod(workloads.Read(pod, config));
   const std::shared_ptr<const ClusterView> snapshot = cache.Snapshot();
   std::vector<const NodeView*> view = snapshot->Nodes();
   if (view.empty()) {
@@ -482,7 +485,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
           << pod.message() << "\n";
       return kExitApi;
     }
-    const Result<PodRequest> request = ParsePodRequest(*pod, config, workloads.Resolve(*pod));
+    const Result<PodRequest> request = workloads.Read(*pod, config).request;
     std::vector<std::string> names;
     for (const json& node : node_items) names.push_back(kube::MetadataString(node, "name"));
     std::sort(names.begin(), names.end());

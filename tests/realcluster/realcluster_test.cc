@@ -360,7 +360,7 @@ TEST_F(RealCluster, InvalidPodsAreRefusedAtCreationByTheWebhook) {
 
 // Inside a GPU container: the environment gpu-allocated says (ExpectConsistent), the guard preloaded by
 // /etc/ld.so.preload from the library the plugin installed, capping memory at MGPU_MEMORY_MIB (over the
-// fake driver the image carries) and saying in one line that without NVML compute shares are not enforced.
+// fake driver the image carries) and saying once, in one line, which cards it guards with what cap and share.
 TEST_F(RealCluster, TheGuardIsInTheContainer) {
   ASSERT_TRUE(Create(MgpuPod("guarded", 20, 2048)).ok());
   ASSERT_TRUE(RunningAndAllocated({"guarded"}));
@@ -371,11 +371,16 @@ TEST_F(RealCluster, TheGuardIsInTheContainer) {
   EXPECT_TRUE(printed.count("library present"));
   EXPECT_TRUE(printed.count("probe alloc 0")) << "1 MiB fits the cap";
   EXPECT_TRUE(printed.count("probe alloc 2")) << "MGPU_MEMORY_MIB + 1 is CUDA_ERROR_OUT_OF_MEMORY";
+  std::string token;
+  for (const std::string& line : lines)
+    if (line.rfind("env MGPU_CONTAINER_TOKEN=", 0) == 0) token = line.substr(line.find('=') + 1);
+  ASSERT_FALSE(token.empty()) << ::testing::PrintToString(lines);
+  const std::string guarding =
+      ": guarding 1 card(s) for container token=" + token + ": cap 2048 MiB per card, share 20";
   int notices = 0;
   for (const std::string& line : lines)
-    notices += line.rfind("probe mgpu-guard pid=", 0) == 0 &&
-               line.find(": libnvidia-ml.so.1 cannot be used, so compute shares are not enforced") !=
-                   std::string::npos;
+    notices += line.rfind("probe mgpu-guard pid=", 0) == 0 && line.size() > guarding.size() &&
+               line.compare(line.size() - guarding.size(), guarding.size(), guarding) == 0;
   EXPECT_EQ(notices, 1) << "one line, once: " << ::testing::PrintToString(lines);
 }
 
