@@ -2,6 +2,13 @@
 
 namespace mgpu {
 
+std::string ShortfallIn(const ClusterView& view, const PodRequest& pod) {
+  std::vector<const NodeState*> states;
+  for (const NodeView* node : view.Nodes())
+    if (node->problem.empty()) states.push_back(&node->state);
+  return FreeCapacityShortfall(states, pod);
+}
+
 Unblocking Diagnose(const ClusterView& view, const PodRequest& pod, const WorkloadModel* model) {
   Unblocking out;
   std::vector<const NodeState*> states;

@@ -28,6 +28,11 @@ struct Unblocking {
   std::vector<const NodeView*> nodes;  // the usable nodes of the view, in name order: the plan's indexes
 };
 
+// What the free capacity of the usable nodes of `view` lacks for `pod` (FreeCapacityShortfall's sentence);
+// empty when it would hold the pod. One pass over the cards, no placement: what the extender's filter asks
+// of a pod no candidate node takes (PlanDefrag over a large cluster costs milliseconds; bench/RESULTS.md §2).
+std::string ShortfallIn(const ClusterView& view, const PodRequest& pod);
+
 // The diagnosis of `pod` (asking for some GPU) over the usable nodes of `view`; the offline pods on them
 // are the ones a plan may move. `model` decides cards and costs as the extender's filter does.
 Unblocking Diagnose(const ClusterView& view, const PodRequest& pod, const WorkloadModel* model);

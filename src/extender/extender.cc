@@ -97,17 +97,13 @@ FilterResult Extender::Filter(const ExtenderArgs& args) {
 
 void Extender::NoteFragmentation(const PodFacts& pod, const ClusterView& view, const FilterResult& result) {
   if (!pod.request.ok() || !pod.request->AsksForGpu()) return;
-  if (result.passed.empty() && result.unresolvable.empty()) {
-    const Unblocking u = Diagnose(view, *pod.request, model_.Current().model.get());
-    if (u.cause == Unblocking::Cause::kFragmentation) {
-      const int moves = u.plan ? static_cast<int>(u.plan->moves.size()) : -1;
-      if (metrics_.NoteBlocked(pod.uid, pod.key, moves))
-        spdlog::info("filter pod={}: fits no node though the free capacity would hold it (fragmentation); {}",
-                     pod.key,
-                     u.plan ? "moving " + std::to_string(moves) + " offline pod(s) would make room"
-                            : "no plan: " + u.sentence);
-      return;
-    }
+  if (result.passed.empty() && result.unresolvable.empty() && ShortfallIn(view, *pod.request).empty()) {
+    if (metrics_.NoteBlocked(pod.uid, pod.key))
+      spdlog::info(
+          "filter pod={}: fits no node though the free capacity would hold it (fragmentation); "
+          "kubectl mgpu defrag --dry-run plans the moves that make room",
+          pod.key);
+    return;
   }
   metrics_.ForgetBlocked(pod.uid);
 }

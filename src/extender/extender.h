@@ -64,8 +64,8 @@ class Extender {
   FactsRef Remembered(const std::string& uid);
   void Remember(FactsRef facts);
   std::string BindWithCards(const BindArgs& args, FactsRef pod);
-  // After a filter: a GPU pod that no candidate node takes though the free capacity would hold it is noted
-  // for /metrics with the moves of its defragmentation plan (common/cluster_defrag.h); any other forgotten.
+  // After a filter: a GPU pod that no candidate node takes though the free capacity would hold it
+  // (common/cluster_defrag.h's ShortfallIn) is noted for /metrics; any other forgotten.
   void NoteFragmentation(const PodFacts& pod, const ClusterView& view, const FilterResult& result);
 
   ClusterCache& cache_;

@@ -145,8 +145,8 @@ TEST(ExtenderPressure, UnboundPodsLeaveScarceModelsToThePodsBoundToThem) {
 }
 
 // Node a's two cards have all their core free, but an offline pod on card 1 keeps two-card pods off them;
-// node b has room for the offline pod: /metrics counts the two-card pod as blocked by fragmentation, with a
-// plan of one move, until a filter finds it a node or the note expires.
+// /metrics counts the two-card pod as blocked by fragmentation (not the pod the free capacity is short for),
+// until a filter finds it a node or the note expires.
 TEST(ExtenderDefrag, MetricsCountPodsThatFragmentationKeepsOffEveryNode) {
   const Config config;
   ClusterCache cache(config);
@@ -171,7 +171,8 @@ TEST(ExtenderDefrag, MetricsCountPodsThatFragmentationKeepsOffEveryNode) {
       extender.Filter(Args(Pod("huge", 400, 8192), {"a", "b"})).passed.empty());  // short, not blocked
   std::string text = render();
   EXPECT_NE(text.find("mgpu_extender_pods_blocked_by_fragmentation 1\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("mgpu_extender_pod_defrag_plan_moves{pod=\"default/train\"} 1\n"), std::string::npos)
+  EXPECT_NE(text.find("mgpu_extender_pod_blocked_by_fragmentation{pod=\"default/train\"} 1\n"),
+            std::string::npos)
       << text;
   EXPECT_EQ(text.find("default/huge"), std::string::npos) << text;
 

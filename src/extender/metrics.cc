@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include <set>
 #include <sstream>
 
 #include "common/metrics_text.h"
@@ -39,17 +40,17 @@ void Metrics::CountBindConflictRetry() {
   ++bind_conflict_retries_;
 }
 
-bool Metrics::NoteBlocked(const std::string& uid, const std::string& pod, int moves) {
+bool Metrics::NoteBlocked(const std::string& uid, const std::string& pod) {
   std::lock_guard lock(mu_);
   const auto now = now_();
   auto it = blocked_.find(uid);
-  const bool news = it == blocked_.end() || it->second.moves != moves;
+  const bool news = it == blocked_.end();
   if (it == blocked_.end() && blocked_.size() >= kMaxBlocked) {
     blocked_.erase(std::min_element(blocked_.begin(), blocked_.end(), [](const auto& a, const auto& b) {
       return a.second.noted < b.second.noted;
     }));
   }
-  blocked_[uid] = Blocked{pod, moves, now};
+  blocked_[uid] = Blocked{pod, now};
   return news;
 }
 
@@ -103,18 +104,18 @@ std::string Metrics::Render(const ClusterView& view) const {
         << bind_conflict_retries_ << '\n';
     const auto now = now_();
     std::erase_if(blocked_, [&](const auto& entry) { return now - entry.second.noted > kBlockedFor; });
-    std::map<std::string, int> moves;  // by pod, in name order
-    for (const auto& [uid, b] : blocked_) moves[b.pod] = b.moves;
+    std::set<std::string> pods;  // in name order
+    for (const auto& [uid, b] : blocked_) pods.insert(b.pod);
     out << "# HELP mgpu_extender_pods_blocked_by_fragmentation GPU pods that fit no node at their latest "
            "filter though the free capacity of the nodes they may use would hold them.\n"
            "# TYPE mgpu_extender_pods_blocked_by_fragmentation gauge\n"
            "mgpu_extender_pods_blocked_by_fragmentation "
         << blocked_.size()
-        << "\n# HELP mgpu_extender_pod_defrag_plan_moves Offline pods a defragmentation plan (kubectl mgpu "
-           "defrag --dry-run) would move to make room for a pod blocked by fragmentation; -1 when no plan "
-           "does.\n# TYPE mgpu_extender_pod_defrag_plan_moves gauge\n";
-    for (const auto& [pod, n] : moves)
-      out << "mgpu_extender_pod_defrag_plan_moves{pod=\"" << EscapeLabelValue(pod) << "\"} " << n << '\n';
+        << "\n# HELP mgpu_extender_pod_blocked_by_fragmentation A pod blocked by fragmentation (kubectl mgpu "
+           "defrag --dry-run POD plans which offline pods to move to make room).\n"
+           "# TYPE mgpu_extender_pod_blocked_by_fragmentation gauge\n";
+    for (const std::string& pod : pods)
+      out << "mgpu_extender_pod_blocked_by_fragmentation{pod=\"" << EscapeLabelValue(pod) << "\"} 1\n";
   }
   struct Series {
     const char* name;

@@ -27,12 +27,12 @@ class Metrics {
   void CountBindConflictRetry();
   uint64_t bind_waits() const;
   // A GPU pod that fit none of its candidate nodes at its latest filter though the free capacity of the nodes
-  // it may use would hold it (fragmentation), and how many offline pods a defragmentation plan would move to
-  // make room (-1: no plan does). Returns whether this is news (a pod not noted, or another number of
-  // moves). A pod is forgotten by ForgetBlocked (a filter that finds it a node, its bind), or once
-  // kBlockedFor has passed since it was last noted: kube-scheduler retries a pending pod at least every 5
-  // minutes, and a deleted one is never filtered again. At most kMaxBlocked pods, the latest noted.
-  bool NoteBlocked(const std::string& uid, const std::string& pod, int moves);
+  // it may use would hold it (fragmentation; kubectl mgpu defrag --dry-run plans the moves that make room).
+  // Returns whether this is news (a pod not noted). A pod is forgotten by ForgetBlocked (a filter that finds
+  // it a node, its bind), or once kBlockedFor has passed since it was last noted: kube-scheduler retries a
+  // pending pod at least every 5 minutes, and a deleted one is never filtered again. At most kMaxBlocked
+  // pods, the latest noted.
+  bool NoteBlocked(const std::string& uid, const std::string& pod);
   void ForgetBlocked(const std::string& uid);
   std::string Render(const ClusterView& view) const;
 
@@ -48,7 +48,6 @@ class Metrics {
   static constexpr size_t kMaxBlocked = 256;
   struct Blocked {
     std::string pod;  // namespace/name
-    int moves = -1;
     std::chrono::steady_clock::time_point noted;
   };
   const SteadyNow now_;
