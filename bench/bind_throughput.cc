@@ -1,15 +1,25 @@
 // The scheduler→kubelet hand-off at cluster speed (issue: "hand-off at real-cluster speed"). Drives the real
 // mgpu-scheduler-extender binary, started as its own process against the fake API server, the way
-// kube-scheduler does: one scheduling cycle at a time (filter + prioritize over every node, NodeNames mode),
-// binds in parallel (up to --in-flight), a failed bind retried after kube-scheduler's initial backoff (1 s,
-// doubling to 10 s). A confirmer plays the device plugin: --delay-ms after a pod is bound it writes
-// D/gpu-allocated. Reports pods/s, failed binds, binds that waited (the extender's metric), and checks that
-// no card is over-committed. --rss-pods N instead measures the extender's resident memory per cached pod.
+// kube-scheduler does with deploy/'s configuration: one scheduling cycle at a time (choose over every node,
+// NodeNames mode; --verbs filter-prioritize: filter, then prioritize over the nodes that passed), binds in
+// parallel (up to --in-flight), a failed bind retried after kube-scheduler's initial backoff (1 s, doubling
+// to 10 s). A confirmer plays the device plugin: --delay-ms after a pod is bound it writes D/gpu-allocated.
+// Reports pods/s, the extender's CPU per pod (/proc), failed binds, binds that waited (the extender's
+// metric), and checks that no card is over-committed.
+// What the real cluster costs besides the extender (issue 27): the fake API server and this driver cost next
+// to nothing, where kube-scheduler, kube-apiserver, etcd and the watchers spend CPU on every pod (bench/
+// realcluster_bind.sh measures it per process). --charge scheduler=S,cluster=C burns that CPU here, in ms
+// per pod: S in the scheduling cycle (kube-scheduler's own work, serial), C on the bind's thread once the pod
+// is bound (the API server, etcd, the controllers and the plugins, in parallel), so that on the same machine
+// the rate is the one the real cluster's CPU allows (RESULTS section 5 compares the two).
+// --rss-pods N instead measures the extender's resident memory per cached pod; with --cycles N it schedules
+// --pods pods through the extender, confirms and deletes them, N times, and prints RSS and heap after each.
 // --slow-clients N keeps N slow-loris connections open from 127.0.0.2 meanwhile (each sends a /filter head
 // announcing a large body, then a byte every 500 ms, and reconnects when the extender closes it);
 // --per-client N sets extender.httpConnectionsPerClient.
 //   mgpu_bind_throughput [--nodes 1000] [--pods 2000] [--delay-ms 1000] [--shapes identical|mix]
-//                        [--in-flight 16] [--api-delay-ms 0] [--rss-pods 0] [--slow-clients 0]
+//                        [--verbs choose|filter-prioritize] [--charge scheduler=S,cluster=C]
+//                        [--in-flight 16] [--api-delay-ms 0] [--rss-pods 0] [--cycles 0] [--slow-clients 0]
 //                        [--per-client N]
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -27,13 +37,16 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <ctime>
 #include <deque>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "common/codec.h"
@@ -87,6 +100,32 @@ json PodObject(const std::string& name, const Shape& shape) {
               {{names.core, std::to_string(shape.core)}, {names.memory, std::to_string(shape.memory_mib)}}},
              {"requests", {{"cpu", "100m"}, {"memory", "1Gi"}}}}}}}}}},
       {"status", {{"phase", "Pending"}}}};
+}
+
+// utime + stime of a process, in milliseconds.
+double CpuMs(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; fields >> field && i <= 15; ++i)
+    if (i == 14 || i == 15) ticks += std::stod(field);
+  return 1000 * ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// Spends `ms` of this thread's CPU (the cost of what the fake cluster does not do).
+void Burn(double ms) {
+  if (ms <= 0) return;
+  timespec start{}, now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+  volatile uint64_t sink = 0;
+  do {
+    for (int i = 0; i < 1000; ++i) sink = sink * 31 + static_cast<uint64_t>(i);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  } while ((now.tv_sec - start.tv_sec) * 1e3 + (now.tv_nsec - start.tv_nsec) / 1e6 < ms);
 }
 
 int64_t RssKiB(pid_t pid) {
@@ -179,9 +218,11 @@ int OverCommitted(const FakeApiServer& api) {
 }
 
 struct Options {
-  int nodes = 1000, pods = 2000, delay_ms = 1000, in_flight = 16, api_delay_ms = 0, rss_pods = 0;
+  int nodes = 1000, pods = 2000, delay_ms = 1000, in_flight = 16, api_delay_ms = 0, rss_pods = 0, cycles = 0;
   int slow_clients = 0, per_client = 0;
   std::string shapes = "identical";
+  std::string verbs = "choose";
+  double scheduler_ms = 0, cluster_ms = 0;  // --charge
 };
 
 // Slow-loris connections from 127.0.0.2: each sends a /filter head announcing a 1 MB body, then one byte of
@@ -248,14 +289,22 @@ class SlowClients {
   std::thread thread_;
 };
 
-int RunThroughput(const Options& o, FakeApiServer& api, Extender& extender) {
-  SlowClients slow(extender.port(), o.slow_clients);
+struct Scheduled {
+  double seconds = 0;  // from the first cycle until the last pod was bound
+  int bind_failures = 0;
+  std::map<std::string, int> failure_reasons;
+};
+
+// Creates `count` pods named <prefix><i> and schedules them all through the extender as kube-scheduler would,
+// confirming each --delay-ms after its bind; returns once every pod is bound and confirmed.
+Scheduled SchedulePods(const Options& o, FakeApiServer& api, Extender& extender, const std::string& prefix,
+                       int count) {
   const ResourceNames names = Config().Names();
   std::vector<Shape> shapes = {{20, 4096}};
   // Four shapes that share sizes pairwise (20 core, 4096 and 8192 MiB): the ambiguous pairs of DESIGN §5.5.
   if (o.shapes == "mix") shapes = {{20, 4096}, {20, 8192}, {50, 8192}, {30, 4096}};
-  for (int i = 0; i < o.pods; ++i)
-    (void)api.Create("pods", PodObject("p-" + std::to_string(i), shapes[i % shapes.size()]));
+  for (int i = 0; i < count; ++i)
+    (void)api.Create("pods", PodObject(prefix + std::to_string(i), shapes[i % shapes.size()]));
   std::vector<std::string> node_names;
   for (int i = 0; i < o.nodes; ++i) node_names.push_back("node-" + std::to_string(i));
   const std::string names_json = json(node_names).dump();
@@ -290,9 +339,9 @@ int RunThroughput(const Options& o, FakeApiServer& api, Extender& extender) {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Queued> queue;
-  for (int i = 0; i < o.pods; ++i) queue.push_back({"p-" + std::to_string(i), Clock::now(), 0});
-  int in_flight = 0, bound = 0, bind_failures = 0;
-  std::map<std::string, int> failure_reasons;
+  for (int i = 0; i < count; ++i) queue.push_back({prefix + std::to_string(i), Clock::now(), 0});
+  int in_flight = 0, bound = 0;
+  Scheduled out;
   const auto post = [&](const std::string& path, const std::string& body) -> std::optional<json> {
     httplib::Client http(extender.Url());
     http.set_read_timeout(std::chrono::seconds(30));
@@ -301,6 +350,7 @@ int RunThroughput(const Options& o, FakeApiServer& api, Extender& extender) {
     json reply = json::parse(res->body, nullptr, false);
     return reply.is_discarded() ? std::nullopt : std::optional<json>(std::move(reply));
   };
+  const std::string filter_path = o.verbs == "choose" ? "/choose" : "/filter";
   std::mt19937 tie_rng(7);
   const auto start = Clock::now();
   std::vector<std::thread> binders;
@@ -311,7 +361,7 @@ int RunThroughput(const Options& o, FakeApiServer& api, Extender& extender) {
       // kube-scheduler's active queue goes first; pods backing off wait in their own queue.
       auto first_ready = queue.end();
       const auto ready = [&] {
-        if (bound == o.pods) return true;
+        if (bound == count) return true;
         if (in_flight >= o.in_flight) return false;
         const auto now = Clock::now();
         first_ready =
@@ -319,14 +369,15 @@ int RunThroughput(const Options& o, FakeApiServer& api, Extender& extender) {
         return first_ready != queue.end();
       };
       while (!ready()) cv.wait_for(lock, std::chrono::milliseconds(20));
-      if (bound == o.pods) break;
+      if (bound == count) break;
       next = *first_ready;
       queue.erase(first_ready);
       ++in_flight;
     }
+    Burn(o.scheduler_ms);  // kube-scheduler's own filters and scores over the nodes
     const json pod = *api.Get("pods", "default", next.name);
     const json args = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", json::parse(names_json)}};
-    const std::optional<json> filtered = post("/filter", args.dump());
+    const std::optional<json> filtered = post(filter_path, args.dump());
     json passed = filtered ? filtered->value("NodeNames", json::array()) : json::array();
     if (passed.is_null()) passed = json::array();
     std::string chosen;
@@ -356,32 +407,46 @@ int RunThroughput(const Options& o, FakeApiServer& api, Extender& extender) {
     binders.emplace_back([&, next, body = bind.dump()] {
       const std::optional<json> reply = post("/bind", body);
       const std::string error = reply ? reply->value("Error", "") : "no answer";
+      if (error.empty()) Burn(o.cluster_ms);  // the API server, etcd and the watchers on this pod
       std::lock_guard lock(mu);
       --in_flight;
       if (error.empty()) {
         ++bound;
       } else {
-        ++bind_failures;
-        failure_reasons[error.substr(0, error.find(':'))]++;
+        ++out.bind_failures;
+        out.failure_reasons[error.substr(0, error.find(':'))]++;
         const auto backoff = std::chrono::seconds(std::min(10, 1 << std::min(next.failures, 4)));
         queue.push_back({next.name, Clock::now() + backoff, next.failures + 1});
       }
       cv.notify_all();
     });
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   for (std::thread& t : binders) t.join();
-  // Let every confirmation land, then check the cards.
+  // Let every confirmation land.
   std::this_thread::sleep_for(std::chrono::milliseconds(o.delay_ms + 300));
   done = true;
   confirmer.join();
+  return out;
+}
+
+int RunThroughput(const Options& o, FakeApiServer& api, Extender& extender) {
+  SlowClients slow(extender.port(), o.slow_clients);
+  const double cpu_before = CpuMs(extender.pid());
+  const Scheduled run = SchedulePods(o, api, extender, "p-", o.pods);
+  const double cpu_ms = CpuMs(extender.pid()) - cpu_before;
   const int over = OverCommitted(api);
-  std::printf("nodes=%d pods=%d shapes=%s delay_ms=%d in_flight=%d api_delay_ms=%d\n", o.nodes, o.pods,
-              o.shapes.c_str(), o.delay_ms, o.in_flight, o.api_delay_ms);
-  std::printf("pods_per_second=%.1f seconds=%.2f failed_binds=%d binds_waited=%.0f over_committed_cards=%d\n",
-              o.pods / seconds, seconds, bind_failures,
-              Metric(extender.Url(), "mgpu_extender_bind_waits_total"), over);
-  for (const auto& [reason, n] : failure_reasons) std::printf("  failed bind: %d x %s\n", n, reason.c_str());
+  std::printf(
+      "nodes=%d pods=%d shapes=%s verbs=%s delay_ms=%d in_flight=%d api_delay_ms=%d charge_ms=%.2f,%.2f\n",
+      o.nodes, o.pods, o.shapes.c_str(), o.verbs.c_str(), o.delay_ms, o.in_flight, o.api_delay_ms,
+      o.scheduler_ms, o.cluster_ms);
+  std::printf(
+      "pods_per_second=%.1f seconds=%.2f extender_cpu_ms_per_pod=%.2f failed_binds=%d binds_waited=%.0f "
+      "over_committed_cards=%d\n",
+      o.pods / run.seconds, run.seconds, cpu_ms / o.pods, run.bind_failures,
+      Metric(extender.Url(), "mgpu_extender_bind_waits_total"), over);
+  for (const auto& [reason, n] : run.failure_reasons)
+    std::printf("  failed bind: %d x %s\n", n, reason.c_str());
   if (o.slow_clients > 0) {
     slow.Stop();
     std::printf("slow_clients=%d %s\n", o.slow_clients, slow.Summary().c_str());
@@ -405,6 +470,26 @@ int RunRss(const Options& o, FakeApiServer& api, Extender& extender) {
     return last;
   };
   const int64_t empty = settle();
+  if (o.cycles > 0) {
+    // Churn: each cycle schedules --pods pods through the extender, then deletes them.
+    std::printf("cycle 0: rss_kib=%lld heap_bytes=%.0f\n", static_cast<long long>(empty),
+                Metric(extender.Url(), "mgpu_extender_heap_bytes"));
+    for (int c = 1; c <= o.cycles; ++c) {
+      const std::string prefix = "c" + std::to_string(c) + "-";
+      const Scheduled run = SchedulePods(o, api, extender, prefix, o.pods);
+      const int64_t full = settle();
+      const double full_heap = Metric(extender.Url(), "mgpu_extender_heap_bytes");
+      for (int i = 0; i < o.pods; ++i) (void)api.Delete("pods", "default", prefix + std::to_string(i));
+      const int64_t after = settle();
+      std::printf(
+          "cycle %d: %d pods in %.1f s; rss_kib with them=%lld heap_bytes=%.0f; after deleting them "
+          "rss_kib=%lld heap_bytes=%.0f\n",
+          c, o.pods, run.seconds, static_cast<long long>(full), full_heap, static_cast<long long>(after),
+          Metric(extender.Url(), "mgpu_extender_heap_bytes"));
+      std::fflush(stdout);
+    }
+    return 0;
+  }
   for (int i = 0; i < o.rss_pods; ++i) {
     json pod = PodObject("r-" + std::to_string(i), {10, 1024});
     const std::string node = "node-" + std::to_string(i % o.nodes);
@@ -417,11 +502,15 @@ int RunRss(const Options& o, FakeApiServer& api, Extender& extender) {
     (void)api.Create("pods", pod);
   }
   const int64_t full = settle();
+  const double full_heap = Metric(extender.Url(), "mgpu_extender_heap_bytes");
   for (int i = 0; i < o.rss_pods; ++i) (void)api.Delete("pods", "default", "r-" + std::to_string(i));
   const int64_t after = settle();
-  std::printf("rss_kib_empty=%lld rss_kib_with_%d_pods=%lld rss_kib_after_delete=%lld bytes_per_pod=%.0f\n",
-              static_cast<long long>(empty), o.rss_pods, static_cast<long long>(full),
-              static_cast<long long>(after), (full - empty) * 1024.0 / o.rss_pods);
+  const double after_heap = Metric(extender.Url(), "mgpu_extender_heap_bytes");
+  std::printf(
+      "rss_kib_empty=%lld rss_kib_with_%d_pods=%lld rss_kib_after_delete=%lld bytes_per_pod=%.0f "
+      "heap_bytes_per_pod=%.0f\n",
+      static_cast<long long>(empty), o.rss_pods, static_cast<long long>(full), static_cast<long long>(after),
+      (full - empty) * 1024.0 / o.rss_pods, (full_heap - after_heap) / o.rss_pods);
   return 0;
 }
 
@@ -432,12 +521,13 @@ int main(int argc, char** argv) {
   using namespace mgpu;
   std::map<std::string, std::string> flags;
   if (!ParseFlags(argc, argv,
-                  {"nodes", "pods", "delay-ms", "shapes", "in-flight", "api-delay-ms", "rss-pods",
-                   "slow-clients", "per-client"},
+                  {"nodes", "pods", "delay-ms", "shapes", "verbs", "charge", "in-flight", "api-delay-ms",
+                   "rss-pods", "cycles", "slow-clients", "per-client"},
                   {}, flags)) {
     std::cerr
         << "usage: mgpu_bind_throughput [--nodes N] [--pods N] [--delay-ms MS] [--shapes identical|mix] "
-           "[--in-flight N] [--api-delay-ms MS] [--rss-pods N] [--slow-clients N] [--per-client N]\n";
+           "[--verbs choose|filter-prioritize] [--charge scheduler=MS,cluster=MS] [--in-flight N] "
+           "[--api-delay-ms MS] [--rss-pods N] [--cycles N] [--slow-clients N] [--per-client N]\n";
     return kExitUsage;
   }
   Options o;
@@ -452,7 +542,19 @@ int main(int argc, char** argv) {
   number("rss-pods", o.rss_pods);
   number("slow-clients", o.slow_clients);
   number("per-client", o.per_client);
+  number("cycles", o.cycles);
   if (flags.count("shapes")) o.shapes = flags["shapes"];
+  if (flags.count("verbs")) o.verbs = flags["verbs"];
+  if (o.verbs != "choose" && o.verbs != "filter-prioritize") {
+    std::cerr << "mgpu_bind_throughput: --verbs must be choose or filter-prioritize\n";
+    return kExitUsage;
+  }
+  if (flags.count("charge") && std::sscanf(flags["charge"].c_str(), "scheduler=%lf,cluster=%lf",
+                                           &o.scheduler_ms, &o.cluster_ms) != 2) {
+    std::cerr << "mgpu_bind_throughput: --charge must be scheduler=MS,cluster=MS (CPU ms per pod)\n";
+    return kExitUsage;
+  }
+  if (o.cycles > 0 && o.rss_pods == 0) o.rss_pods = 1;  // the memory mode
   spdlog::set_level(spdlog::level::warn);
 
   testing::FakeApiServer api;

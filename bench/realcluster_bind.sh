@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
-# Bind throughput through the real kube-scheduler (v1.36.2, ../shared/k8s/) and the real API server (issue 28
-# part 4; bench/RESULTS.md section 5): scripts/cluster.sh without a kubelet, 1,000 API-only nodes (8 x 80 GiB,
-# 2 x 24 GiB and 4 x 16 GiB cards in turn, mgpu-api-nodes), mgpu-scheduler-extender run on the host with
-# deploy/'s scheduler configuration calling it, and mgpu-api-nodes standing in for the nodes' device plugins:
-# --delay-ms after each bind it writes the pod's gpu-allocated. kube-scheduler is paused while the pods are
-# created (mgpu pods of 20 percent core and 4 GiB, and as many plain pods of 100m CPU), then resumed; the run
-# ends when every pod is bound. Prints pods/s of each kind (from their PodScheduled times, one second
-# resolution), the extender's bind latency (its histogram), its CPU per mgpu pod, and checks that no card is
-# over-committed (the extender's /v1/nodes). A benchmark, not a test: run it on a quiet machine, under nice.
-#   bench/realcluster_bind.sh [--qps default|N] [--nodes 1000] [--pods 2000] [--plain 2000] [--delay-ms 1000]
-#                             [--state-dir DIR] [--port-base N]
+# Bind throughput and CPU per pod through the real kube-scheduler (v1.36.2, ../shared/k8s/) and the real API
+# server (issue 27; bench/RESULTS.md section 5), one command:
+#   scripts/cluster.sh without a kubelet: etcd, kube-apiserver, kube-controller-manager, kube-scheduler with
+#   deploy/extender/scheduler-config.yaml as shipped (or its two-verb variant, --verbs filter-prioritize);
+#   1,000 API-only nodes (8 x 80 GiB, 2 x 24 GiB and 4 x 16 GiB cards in turn) kept by mgpu-api-nodes, which
+#   also stands in for the nodes' device plugins (it writes each pod's gpu-allocated --delay-ms after its
+#   bind); mgpu-scheduler-extender on the host with deploy/base's config.yaml, over HTTPS.
+# Phases (--phases, in order): `plain` (plain pods alone), `mgpu` (mgpu pods alone), `mixed` (both kinds in
+# one run). In each, kube-scheduler is paused while the phase's pods are created (mgpu pods of 20 percent core
+# and 4 GiB, plain pods of 100m CPU), then resumed; the phase ends when every pod is bound and, with mgpu
+# pods, --delay-ms plus 2 s later (their confirmations). Then its pods are deleted before the next phase.
+# Prints per phase: pods/s of each kind (from their PodScheduled times, 1 s resolution) and the CPU each
+# process spent per pod (utime + stime from /proc/PID/stat before and after; each process's idle rate,
+# measured for 10 s before the first phase, is taken out, and so is kube-scheduler's own start-up, measured
+# once by a pause and resume with nothing to schedule), the extender's binds, errors and refused
+# connections, the events it created or skipped, the cards in use and any card over-committed. The CPU
+# figures hardly depend on what else runs on the machine; the rates do: the script prints the load average.
+#   bench/realcluster_bind.sh [--qps 1000|default] [--nodes 1000] [--pods 2000] [--plain 2000]
+#       [--delay-ms 1000] [--verbs choose|filter-prioritize] [--phases plain,mgpu,mixed]
+#       [--state-dir DIR] [--port-base N]
 # Needs the build's mgpu-scheduler-extender and mgpu-api-nodes (bash scripts/setup.sh mgpu-scheduler-extender
-# mgpu-api-nodes), curl, jq and bc.
+# mgpu-api-nodes), curl, jq and bc. A benchmark, not a test: run it under nice on a machine as quiet as you
+# have.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${MGPU_BUILD_DIR:-$repo/build}
-qps=default nodes=1000 pods=2000 plain=2000 delay_ms=1000
+qps=1000 nodes=1000 pods=2000 plain=2000 delay_ms=1000 verbs=choose phases=plain,mgpu,mixed
 state=/tmp/mgpu-bench-cluster port_base=36500
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -24,88 +34,218 @@ while [ $# -gt 0 ]; do
     --pods) pods=$2; shift 2 ;;
     --plain) plain=$2; shift 2 ;;
     --delay-ms) delay_ms=$2; shift 2 ;;
+    --verbs) verbs=$2; shift 2 ;;
+    --phases) phases=$2; shift 2 ;;
     --state-dir) state=$2; shift 2 ;;
     --port-base) port_base=$2; shift 2 ;;
     *) echo "realcluster_bind.sh: unknown argument $1 (see the top of the script)" >&2; exit 2 ;;
   esac
 done
+die() {
+  echo "realcluster_bind.sh: $*" >&2
+  exit 1
+}
+for tool in curl jq bc; do command -v $tool >/dev/null || die "$tool is not installed."; done
+for binary in src/extender/mgpu-scheduler-extender src/tools/mgpu-api-nodes; do
+  [ -x "$build/$binary" ] || die "$build/$binary is not built (bash scripts/setup.sh $(basename $binary))."
+done
+mkdir -p "$state"
+state=$(cd "$state" && pwd)
+
+# kube-scheduler's configuration: as shipped, or the two-verb mode its comments describe.
+shipped=$repo/deploy/extender/scheduler-config.yaml
+case "$verbs" in
+  choose) scheduler_config=$shipped ;;
+  filter-prioritize)
+    scheduler_config=$state/scheduler-config-two-verb.yaml
+    if grep -q '^    prioritizeVerb: prioritize' "$shipped"; then
+      cp "$shipped" "$scheduler_config"
+    else
+      sed -e 's|^    filterVerb: choose.*|    filterVerb: filter\n    prioritizeVerb: prioritize|' "$shipped" >"$scheduler_config"
+    fi
+    grep -q 'prioritizeVerb: prioritize' "$scheduler_config" ||
+      die "$shipped no longer has the line 'filterVerb: choose' this script replaces."
+    ;;
+  *) die "--verbs must be choose or filter-prioritize, not $verbs" ;;
+esac
+
 cluster() { bash "$repo/scripts/cluster.sh" "$1" --state-dir "$state" --port-base "$port_base" "${@:2}"; }
 qps_flag=()
 [ "$qps" = default ] || qps_flag=(--scheduler-qps "$qps")
-trap 'kill $extender_pid 2>/dev/null || true; cluster down >/dev/null 2>&1 || true' EXIT
 extender_pid=""
+trap 'kill $extender_pid 2>/dev/null || true; cluster down >/dev/null 2>&1 || true' EXIT
 cluster up --no-kubelet --api-nodes "$nodes" --api-node-cards 8x81920,2x24576,4x16384 \
-  --confirm-after-ms "$delay_ms" "${qps_flag[@]}" >&2
+  --confirm-after-ms "$delay_ms" --scheduler-config "$scheduler_config" "${qps_flag[@]}" >&2
 # shellcheck source=/dev/null
 source "$state/env"
 kubectl() { "$MGPU_K8S_BIN/kubectl" "$@"; }
 
-cat >"$state/extender.yaml" <<EOF
-extender:
-  listenAddress: 127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT
-  tlsCertFile: $state/extender-tls/tls.crt
-  tlsKeyFile: $state/extender-tls/tls.key
-EOF
+# The extender with deploy/base's config.yaml, listening and serving TLS where this cluster expects it.
+kubectl create namespace mgpu-system >/dev/null
+awk '/^  config.yaml: \|/ {on = 1; next} on && /^    / {print substr($0, 5); next} on && !/^ *$/ {exit}
+     on {print ""}' "$repo/deploy/base/config.yaml" |
+  sed -e "s|listenAddress: 0.0.0.0:12345|listenAddress: 127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT|" \
+    -e "s|tlsCertFile: /etc/mgpu-tls/tls.crt|tlsCertFile: $state/extender-tls/tls.crt|" \
+    -e "s|tlsKeyFile: /etc/mgpu-tls/tls.key|tlsKeyFile: $state/extender-tls/tls.key|" >"$state/extender.yaml"
+grep -q "listenAddress: 127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT" "$state/extender.yaml" ||
+  die "deploy/base/config.yaml no longer has the listenAddress this script replaces."
 "$build/src/extender/mgpu-scheduler-extender" --kubeconfig "$state/kubeconfig" --config "$state/extender.yaml" \
   >"$state/logs/extender.log" 2>&1 &
 extender_pid=$!
-until curl -sk --max-time 1 "https://127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT/readyz" >/dev/null; do sleep 0.2; done
+extender_url=https://127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT
+until curl -sk --max-time 1 "$extender_url/readyz" >/dev/null; do
+  kill -0 $extender_pid 2>/dev/null || die "the extender exited: $(tail -5 "$state/logs/extender.log")"
+  sleep 0.2
+done
 
+clk=$(getconf CLK_TCK)
+processes=(etcd kube-apiserver kube-controller-manager kube-scheduler api-nodes extender)
+pid_of() { if [ "$1" = extender ]; then echo $extender_pid; else cat "$state/pids/$1"; fi; }
+# utime + stime of a process, in clock ticks (the fields after the command name, which may hold spaces).
+# A process that is not running (kube-scheduler while paused: a resume starts a new one) has spent none.
+ticks() {
+  if [ -r "/proc/$1/stat" ]; then sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; else echo 0; fi
+}
+declare -A t0 idle_rate
+sample() {  # into t0
+  local p
+  for p in "${processes[@]}"; do t0[$p]=$(ticks "$(pid_of "$p")"); done
+}
+now() { date +%s.%N; }
+metric() {  # sum of the samples of a metric (a regular expression on the whole series) in $1's text
+  echo "$1" | awk -v re="^$2 " '$0 ~ re {s += $NF} END {print s + 0}'
+}
+scheduled() {
+  local text
+  text=$(curl -sk --max-time 5 --cert "$state/pki/admin.crt" --key "$state/pki/admin.key" \
+    "https://127.0.0.1:$((port_base + 4))/metrics" 2>/dev/null || true)
+  metric "$text" 'scheduler_schedule_attempts_total\{.*result="scheduled".*\}'
+}
+
+echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start" >&2
+# Each process's idle CPU (the nodes' leases, the controllers, the extender's lease), once the API server has
+# taken in the nodes just created (measured right after, the idle rates came out above what the phases spent).
+sleep 30
+sample
+start=$(now)
+sleep 10
+wall=$(echo "$(now) - $start" | bc)
+for p in "${processes[@]}"; do
+  idle_rate[$p]=$(echo "scale=6; ($(ticks "$(pid_of "$p")") - ${t0[$p]}) / $wall" | bc)
+done
+# kube-scheduler's own start-up (a resume lists every node and pod): measured with nothing to schedule, taken
+# out of each phase's figure for it.
 cluster pause kube-scheduler >&2
-{
+cluster resume kube-scheduler >&2
+sleep 5
+scheduler_startup=$(echo "$(ticks "$(pid_of kube-scheduler)") - ${idle_rate[kube-scheduler]} * 5" | bc)
+echo "idle CPU, ms/s: $(for p in "${processes[@]}"; do printf '%s %.1f  ' "$p" "$(echo "1000 * ${idle_rate[$p]} / $clk" | bc -l)"; done)" >&2
+echo "kube-scheduler start-up: $(echo "scale=1; 1000 * $scheduler_startup / $clk" | bc) ms of CPU" >&2
+
+pods_json() {  # mgpu count, plain count
   echo '{"apiVersion":"v1","kind":"List","items":['
-  for ((i = 0; i < pods + plain; i++)); do
-    if [ $i -lt "$pods" ]; then
+  local i first=1
+  for ((i = 0; i < $1 + $2; i++)); do
+    local limits='' name=plain-$i
+    if [ $i -lt "$1" ]; then
       limits='"limits":{"mgpu.io/mgpu-core":"20","mgpu.io/mgpu-memory":"4096"},'
       name=gpu-$i
-    else
-      limits=''
-      name=plain-$i
     fi
-    [ $i = 0 ] || echo ,
+    [ $first = 1 ] || echo ,
+    first=0
     printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s","namespace":"default"},' "$name"
     printf '"spec":{"containers":[{"name":"main","image":"registry.example/infer:1","resources":{%s"requests":{"cpu":"100m","memory":"1Gi"}}}]}}' "$limits"
   done
   echo ']}'
-} >"$state/pods.json"
-kubectl create -f "$state/pods.json" >/dev/null
-ticks() { awk '{print $14 + $15}' "/proc/$extender_pid/stat"; }
-cpu_before=$(ticks)
-start=$(date +%s.%N)
-cluster resume kube-scheduler >&2
-total=$((pods + plain))
-while :; do
-  bound=$(kubectl get pods -n default -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -c . || true)
-  [ "$bound" -lt "$total" ] || break
-  elapsed=$(echo "$(date +%s.%N) - $start" | bc)
-  if [ "$(echo "$elapsed > 900" | bc)" = 1 ]; then
-    echo "realcluster_bind.sh: only $bound of $total pods bound after 900 s" >&2
-    break
-  fi
-  sleep 1
-done
-wall=$(echo "$(date +%s.%N) - $start" | bc)
-cpu_after=$(ticks)
-# Pods/s of each kind from their PodScheduled times (1 s resolution): pods / (last - first + 1 s).
-rate() {
-  kubectl get pods -n default -o json |
-    jq -r --arg p "$1" '[.items[] | select(.metadata.name | startswith($p)) | .status.conditions[]? |
-      select(.type == "PodScheduled" and .status == "True") | .lastTransitionTime | fromdate] |
-      if length == 0 then "0 pods" else "\(length) pods, \(length / (max - min + 1) * 10 | round / 10) pods/s" end'
 }
-metrics=$(curl -sk "https://127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT/metrics")
-bind_sum=$(echo "$metrics" | awk '/^mgpu_extender_request_duration_seconds_sum\{verb="bind"\}/{print $2}')
-bind_count=$(echo "$metrics" | awk '/^mgpu_extender_request_duration_seconds_count\{verb="bind"\}/{print $2}')
-clk=$(getconf CLK_TCK)
-echo "real kube-scheduler $(kubectl version -o json | jq -r .serverVersion.gitVersion), client QPS $qps, $nodes nodes, confirmation ${delay_ms} ms"
-echo "  all $total pods bound in $wall s"
-echo "  mgpu pods:  $(rate gpu-)"
-echo "  plain pods: $(rate plain-)"
-echo "  extender bind: $bind_count calls, mean $(echo "scale=2; 1000 * $bind_sum / $bind_count" | bc) ms"
-echo "  extender CPU: $(echo "scale=3; 1000 * ($cpu_after - $cpu_before) / $clk / $pods" | bc) ms per mgpu pod"
-echo "  binds answered with an error: $(echo "$metrics" | awk '/^mgpu_extender_requests_total\{verb="bind",code="(4|5)/{s += $2} END {print s + 0}')"
-# The extender's own view of every card (what kubectl mgpu nodes -o json shows), once every pod is confirmed.
-sleep $((delay_ms / 1000 + 2))
-over=$(curl -sk "https://127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT/v1/nodes" |
-  jq '[.nodes[].cards[] | select(.core > 100 or .reclaimedCore > 100 or .memoryMiB > .capacityMiB)] | length')
-echo "  over-committed cards: $over"
+
+# Pods/s of the pods whose name starts with $1, from their PodScheduled times (1 s resolution).
+rate() {
+  jq -r --arg p "$1" '[.items[] | select(.metadata.name | startswith($p)) | .status.conditions[]? |
+      select(.type == "PodScheduled" and .status == "True") | .lastTransitionTime | fromdate] |
+      if length == 0 then "-" else "\(length) pods, \(length / (max - min + 1) * 10 | round / 10) pods/s" end' \
+    "$state/pods-after.json"
+}
+
+run_phase() {  # name, mgpu pods, plain pods
+  local phase=$1 gpu=$2 cpu=$3
+  local total=$((gpu + cpu))
+  cluster pause kube-scheduler >&2
+  pods_json "$gpu" "$cpu" >"$state/pods.json"
+  kubectl create -f "$state/pods.json" >/dev/null
+  sleep 3  # the watchers (extender, mgpu-api-nodes, controllers) take the created pods in
+  local before_metrics
+  before_metrics=$(curl -sk "$extender_url/metrics")
+  sample
+  local begin
+  begin=$(now)
+  cluster resume kube-scheduler >&2
+  # Until kube-scheduler has placed every pod (its own counter: cheap, unlike listing the pods), then until
+  # the API server shows every pod bound.
+  while [ "$(scheduled)" -lt "$total" ]; do
+    if [ "$(echo "$(now) - $begin > 900" | bc)" = 1 ]; then
+      echo "realcluster_bind.sh: $phase: kube-scheduler placed only $(scheduled) of $total pods in 900 s" >&2
+      break
+    fi
+    sleep 1
+  done
+  local unbound
+  for _ in $(seq 60); do
+    unbound=$(kubectl get pods -n default --field-selector spec.nodeName= -o name | wc -l)
+    [ "$unbound" -gt 0 ] || break
+    sleep 1
+  done
+  local bound_at
+  bound_at=$(now)
+  [ "$gpu" -eq 0 ] || sleep $((delay_ms / 1000 + 2))  # the last confirmations
+  local end
+  end=$(now)
+  declare -A t1
+  local p
+  for p in "${processes[@]}"; do t1[$p]=$(ticks "$(pid_of "$p")"); done
+  local after_metrics
+  after_metrics=$(curl -sk "$extender_url/metrics")
+  kubectl get pods -n default -o json >"$state/pods-after.json"
+  local wall
+  wall=$(echo "$end - $begin" | bc)
+  echo "== $phase: $gpu mgpu pods, $cpu plain pods; kube-scheduler client QPS $qps, $nodes nodes, verbs $verbs, confirmations ${delay_ms} ms late"
+  echo "  all bound in $(echo "scale=1; ($bound_at - $begin) / 1" | bc) s ($unbound left unbound); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  [ "$gpu" -eq 0 ] || echo "  mgpu pods:  $(rate gpu-)"
+  [ "$cpu" -eq 0 ] || echo "  plain pods: $(rate plain-)"
+  local sum=0 line="  CPU per pod, ms:"
+  for p in "${processes[@]}"; do
+    local used
+    used=$(echo "${t1[$p]} - ${t0[$p]} - ${idle_rate[$p]} * $wall" | bc -l)
+    [ "$p" != kube-scheduler ] || used=$(echo "${t1[$p]} - $scheduler_startup - ${idle_rate[$p]} * $wall" | bc -l)
+    local ms
+    ms=$(echo "1000 * $used / $clk / $total" | bc -l)
+    sum=$(echo "$sum + $ms" | bc -l)
+    line+=" $p $(printf '%.2f' "$ms"),"
+  done
+  echo "$line all $(printf '%.2f' "$sum")"
+  delta() { echo "$(metric "$after_metrics" "$1") - $(metric "$before_metrics" "$1")" | bc; }
+  if [ "$gpu" -gt 0 ]; then
+    local binds bind_sum
+    binds=$(delta 'mgpu_extender_request_duration_seconds_count\{verb="bind"\}')
+    bind_sum=$(delta 'mgpu_extender_request_duration_seconds_sum\{verb="bind"\}')
+    echo "  extender: $(delta 'mgpu_extender_requests_total\{verb="(filter|choose)".*\}') filter or choose calls, $(delta 'mgpu_extender_requests_total\{verb="prioritize".*\}') prioritize, $binds binds (mean $(echo "scale=2; 1000 * $bind_sum / ($binds + ($binds == 0))" | bc) ms), $(delta 'mgpu_extender_bind_failures_total') answered with an error, $(delta 'mgpu_extender_requests_total\{verb="bind",code="(4|5)[0-9][0-9]"\}') with HTTP 4xx/5xx, $(delta 'mgpu_extender_http_connections_refused_total\{reason="busy"\}') connections refused busy"
+    echo "  GPUAssigned events: $(delta 'mgpu_extender_events_total\{outcome="created"\}') created, $(delta 'mgpu_extender_events_total\{outcome="skipped"\}') skipped over the rate, $(delta 'mgpu_extender_events_total\{outcome="(dropped|failed)"\}') dropped or failed"
+    local nodes_json
+    nodes_json=$(curl -sk "$extender_url/v1/nodes")
+    echo "  cards in use: $(echo "$nodes_json" | jq '[.nodes[].cards[] | select(.core > 0 or .reclaimedCore > 0 or .memoryMiB > 0)] | length'), over-committed: $(echo "$nodes_json" | jq '[.nodes[].cards[] | select(.core > 100 or .reclaimedCore > 100 or .memoryMiB > .capacityMiB)] | length')"
+  fi
+  kubectl delete pods -n default --all --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+  until [ "$(kubectl get pods -n default -o name | wc -l)" = 0 ]; do sleep 1; done
+}
+
+echo "real kube-scheduler $(kubectl version -o json | jq -r .serverVersion.gitVersion); extender $("$build/src/extender/mgpu-scheduler-extender" --version 2>/dev/null || echo "(no --version)")"
+IFS=, read -ra wanted <<<"$phases"
+for phase in "${wanted[@]}"; do
+  case "$phase" in
+    plain) run_phase plain 0 "$plain" ;;
+    mgpu) run_phase mgpu "$pods" 0 ;;
+    mixed) run_phase mixed "$pods" "$plain" ;;
+    *) die "unknown phase $phase (plain, mgpu, mixed)" ;;
+  esac
+done
+echo "extender RSS at the end: $(awk '/VmRSS/ {print $2, $3}' "/proc/$extender_pid/status")"

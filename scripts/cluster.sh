@@ -8,7 +8,7 @@
 #
 #   scripts/cluster.sh up [--state-dir DIR] [--port-base N] [--no-kubelet] [--api-nodes N]
 #                         [--api-node-cards SPEC] [--confirm-after-ms MS] [--scheduler-qps N]
-#                         [--inventory FILE]
+#                         [--inventory FILE] [--scheduler-config FILE]
 #   scripts/cluster.sh deploy [--state-dir DIR]   mgpu as an operator installs it (scripts/cluster-deploy.sh)
 #   scripts/cluster.sh status [--state-dir DIR]   each component, running or not; exit 1 when one is down
 #   scripts/cluster.sh logs [--state-dir DIR] [--lines N]   every component's last lines
@@ -28,6 +28,8 @@
 # --scheduler-qps: kube-scheduler's client QPS and burst (default: kube-scheduler's own, 50 and 100).
 # --inventory: the kubelet node's cards for the device plugin's static backend (deploy/overlays/
 # static-test-node; default its inventory.yaml).
+# --scheduler-config: kube-scheduler's configuration to start from (default deploy/extender/scheduler-config.yaml
+# as shipped; the benchmark passes its two-verb variant); only this machine's names are replaced in it.
 #
 # Binaries: MGPU_K8S_BIN (a folder with kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and,
 # for a kubelet, kubelet, containerd, containerd-shim-runc-v2, ctr); by default the archives of
@@ -63,6 +65,7 @@ api_node_cards=2x24576
 confirm_after_ms=0
 scheduler_qps=""
 inventory=$repo/deploy/overlays/static-test-node/inventory.yaml
+scheduler_config=$repo/deploy/extender/scheduler-config.yaml
 lines=30
 signal=KILL
 target=""
@@ -76,6 +79,7 @@ while [ $# -gt 0 ]; do
     --confirm-after-ms) confirm_after_ms=$2; shift 2 ;;
     --scheduler-qps) scheduler_qps=$2; shift 2 ;;
     --inventory) inventory=$2; shift 2 ;;
+    --scheduler-config) scheduler_config=$2; shift 2 ;;
     --lines) lines=$2; shift 2 ;;
     --signal) signal=$2; shift 2 ;;
     -*) die "unknown argument $1 (see the usage at the top of the script)" ;;
@@ -281,18 +285,19 @@ current-context: mgpu-test
 EOF
 }
 
-# deploy/extender/scheduler-config.yaml as shipped, with only what names this machine replaced: the
-# scheduler's kubeconfig, the extender's address (the node's address, where its hostNetwork pod listens; or
-# loopback for an extender run on the host beside an API-only cluster) and the CA file of certs.sh.
+# deploy/extender/scheduler-config.yaml as shipped (or --scheduler-config), with only what names this machine
+# replaced: the scheduler's kubeconfig, the extender's address (the node's address, where its hostNetwork pod
+# listens; or loopback for an extender run on the host beside an API-only cluster) and the CA file of certs.sh.
 write_scheduler_config() {
   local extender_host=127.0.0.1
   [ "$with_kubelet" = 1 ] && extender_host=$node_ip
+  [ -f "$scheduler_config" ] || die "the scheduler configuration $scheduler_config does not exist."
   sed -e "s|kubeconfig: /etc/kubernetes/scheduler.conf|kubeconfig: $state/scheduler.kubeconfig|" \
     -e "s|urlPrefix: https://mgpu-scheduler-extender.mgpu-system.svc:12345|urlPrefix: https://$extender_host:$extender_port|" \
     -e "s|caFile: /etc/kubernetes/mgpu/ca.crt|caFile: $state/extender-tls/ca.crt|" \
-    "$repo/deploy/extender/scheduler-config.yaml" >"$state/scheduler-config.yaml"
+    "$scheduler_config" >"$state/scheduler-config.yaml"
   grep -q "urlPrefix: https://$extender_host:$extender_port" "$state/scheduler-config.yaml" ||
-    die "deploy/extender/scheduler-config.yaml no longer has the urlPrefix this script replaces."
+    die "$scheduler_config no longer has the urlPrefix this script replaces."
   printf 'leaderElection:\n  leaderElect: false\n' >>"$state/scheduler-config.yaml"
   if [ -n "$scheduler_qps" ]; then
     sed -i "s|^clientConnection:|clientConnection:\n  qps: $scheduler_qps\n  burst: $scheduler_qps|" "$state/scheduler-config.yaml"

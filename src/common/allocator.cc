@@ -159,6 +159,27 @@ std::string WhyNot(const NodeState& node, const std::vector<CardUsage>& usage, c
   return out;
 }
 
+// The reason a container finds too few cards, in the words kube-scheduler shows after a count of nodes.
+std::string SchedulerWords(const NodeState& node, const std::vector<CardUsage>& usage, const PodRequest& pod,
+                           const ContainerRequest& c) {
+  if (node.cards.empty()) return "no mgpu cards";
+  const Holder h = HolderOf(pod, c);
+  const CardShare amount = ShareOf(c, {});
+  std::array<size_t, kRejectCount> counts{};
+  for (size_t i = 0; i < node.cards.size(); ++i)
+    if (auto r = Check(node.cards[i], usage[i], h, amount)) counts[*r]++;
+  std::string out = c.card_count == 1 ? "no mgpu card free for " + Describe(c, pod.qos)
+                                      : "fewer than " + std::to_string(c.card_count) +
+                                            " mgpu cards free for " + Describe(c, pod.qos) + " each";
+  if (pod.containers.size() > 1) out += " for container " + c.name;
+  // The rule, other than free capacity, that turned away the most cards (the first of equals), if any.
+  int rule = -1;
+  for (int r = kUnhealthy; r < kCore; ++r)
+    if (counts[r] > 0 && (rule < 0 || counts[r] > counts[rule])) rule = r;
+  if (rule >= 0) out += std::string(" (cards ") + kRejectText[rule] + ")";
+  return out;
+}
+
 }  // namespace
 
 NodeState MakeNodeState(std::string name, const NodeInventory& inventory, const Config& config) {
@@ -260,6 +281,10 @@ Assignment AssignmentOf(const NodeState& node, const PodRequest& pod, const Plac
 
 std::string WhyNotPlaced(const NodeState& node, const PodRequest& pod, const Placement& failed) {
   return WhyNot(node, failed.usage, pod, pod.containers[failed.failed_container], failed.feasible);
+}
+
+std::string SchedulerReason(const NodeState& node, const PodRequest& pod, const Placement& failed) {
+  return SchedulerWords(node, failed.usage, pod, pod.containers[failed.failed_container]);
 }
 
 Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod, const WorkloadModel* workload) {

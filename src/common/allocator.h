@@ -48,6 +48,12 @@ Assignment AssignmentOf(const NodeState& node, const PodRequest& pod, const Plac
 // card ... has ..."), worded from `failed` itself: the node is not placed again.
 std::string WhyNotPlaced(const NodeState& node, const PodRequest& pod, const Placement& failed);
 
+// Why a failed Place() found too few cards in the words kube-scheduler shows after a count of nodes ("0/9
+// nodes are available: 5 no mgpu card free for 20 percent core and 4096 MiB, 4 no mgpu card free for 20
+// percent core and 4096 MiB (cards holding another compute policy)"): only what every node failing for the
+// same cause shares, so that kube-scheduler adds such nodes up, and no number but the pod's own amounts.
+std::string SchedulerReason(const NodeState& node, const PodRequest& pod, const Placement& failed);
+
 // Place() as an Assignment, or WhyNotPlaced.
 Result<Assignment> ChooseCards(const NodeState& node, const PodRequest& pod,
                                const WorkloadModel* workload = nullptr);

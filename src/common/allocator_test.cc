@@ -175,6 +175,38 @@ TEST(Allocator, UnhealthyCardsTakeNothingNew) {
             "no card can take 30 percent core and 4096 MiB for container c: 2 cards unhealthy");
 }
 
+// The reason kube-scheduler shows after a count of nodes: the pod's own amounts and the cause, nothing that
+// differs from node to node (card names, free amounts, counts of cards), so that nodes failing alike add up.
+TEST(Allocator, SchedulerReasonIsTheSameForEveryNodeFailingAlike) {
+  const auto reason = [](const NodeState& node, const PodRequest& pod) {
+    Placement placed;
+    EXPECT_FALSE(Place(node, pod, nullptr, placed));
+    return SchedulerReason(node, pod, placed);
+  };
+  NodeState full = Node("full", 1, 24576), fuller = Node("fuller", 3, 81920);
+  ASSERT_TRUE(ChooseAndApply(full, Online("a", 80, 4096)).error.empty());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(ChooseAndApply(fuller, Online("b" + std::to_string(i), 90, 1024)).error.empty());
+  EXPECT_EQ(reason(full, Online("p", 30, 4096)), "no mgpu card free for 30 percent core and 4096 MiB");
+  EXPECT_EQ(reason(fuller, Online("p", 30, 4096)), reason(full, Online("p", 30, 4096)));
+  // Another cause than free capacity on some card: the one that turned away the most cards.
+  NodeState mixed = Node("mixed", 3, 24576);
+  ASSERT_TRUE(ChooseAndApply(mixed, Online("burst", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare))
+                  .error.empty());
+  mixed.cards[1].card.healthy = false;
+  mixed.cards[2].card.healthy = false;
+  EXPECT_EQ(reason(mixed, Online("p", 30, 4096)),
+            "no mgpu card free for 30 percent core and 4096 MiB (cards unhealthy)");
+  NodeState two = Node("two", 2, 24576);
+  ASSERT_TRUE(ChooseAndApply(two, Online("a", 80, 4096)).error.empty());
+  EXPECT_EQ(reason(two, Online("wide", 100, 8192, 2)),
+            "fewer than 2 mgpu cards free for 50 percent core and 4096 MiB each");
+  PodRequest pair = Online("pair", 30, 4096);
+  pair.containers.push_back(ContainerRequest{"d", false, 90, 0, 4096, 1});
+  EXPECT_EQ(reason(full, pair), "no mgpu card free for 30 percent core and 4096 MiB for container c");
+  EXPECT_EQ(reason(Node("none", 0, 24576), Online("p", 30, 4096)), "no mgpu cards");
+}
+
 TEST(Allocator, MultiCardPodTakesDistinctCardsEachWithAnEqualShare) {
   NodeState node = Node("n", 4, 81920);
   Placed p = ChooseAndApply(node, Online("quad", 400, 4 * 20480, 4));

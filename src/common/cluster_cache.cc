@@ -246,7 +246,7 @@ void ClusterCache::UpsertNode(const NodeFacts& node) {
     return;
   }
   if (!node.problem.empty()) spdlog::warn("node={} {}", name, node.problem);
-  nodes_[name] = NodeEntry{node.inventory, node.problem, node.allocatable};
+  nodes_[name] = NodeEntry{node.inventory, node.problem, node.reason, node.allocatable};
   RebuildLocked(name, now_ns_());
   ChangedLocked();
 }
@@ -294,7 +294,8 @@ void ClusterCache::UpsertPod(const PodFacts& pod) {
   if (auto a = assumed_.find(key); a != assumed_.end()) {
     const bool other_pod = a->second.placed.uid != pod.uid;
     const bool shown = entry && pods_[key].holds_node;
-    if (other_pod || shown || pod.finished) assumed_.erase(a);
+    const bool bound_elsewhere = a->second.held && !pod.node.empty();
+    if (other_pod || shown || bound_elsewhere || pod.finished) assumed_.erase(a);
   }
   ReindexLocked(key, old_nodes);
   ChangedLocked();
@@ -334,14 +335,8 @@ Result<Assignment> ClusterCache::Reserve(const std::string& node, const PodReque
     Result<Assignment> assignment = ChooseUnambiguous(view, pod, uid, workload, conflict);
     if (!assignment.ok()) return assignment;
     if (conflict.empty()) {
-      const std::set<std::string> old_nodes = NodesOfLocked(pod.Key());
-      PodEntry entry;
-      entry.node = node;
-      entry.holds_node = true;
-      entry.placed = PlacedPod{pod.Key(), uid, pod, *assignment, false, assume_ns, *assignment};
-      assumed_[pod.Key()] = std::move(entry);
-      ReindexLocked(pod.Key(), old_nodes);
-      ChangedLocked();
+      AssumeLocked(node, pod, uid, *assignment, assume_ns, /*held=*/false,
+                   assume_ns + config_.extender.assignment_ttl_seconds * 1'000'000'000);
       return assignment;
     }
     if (std::chrono::steady_clock::now() >= deadline) return Error{conflict};
@@ -350,8 +345,47 @@ Result<Assignment> ClusterCache::Reserve(const std::string& node, const PodReque
   }
 }
 
+Result<Assignment> ClusterCache::Hold(const std::string& node, const PodRequest& pod, const std::string& uid,
+                                      const WorkloadModel* workload) {
+  std::lock_guard lock(mu_);
+  const int64_t now = now_ns_();
+  ExpireLocked(now);
+  ForgetOwnLocked(pod.Key(), uid);
+  const NodeView* found = view_.Find(node);
+  if (!found) return Error{"node " + node + " is not in the extender's view"};
+  if (!found->problem.empty()) return Error{found->problem};
+  std::string conflict;
+  Result<Assignment> assignment = ChooseUnambiguous(*found, pod, uid, workload, conflict);
+  if (!assignment.ok()) return assignment;
+  if (!conflict.empty()) return Error{conflict};
+  const int64_t hold_ns = std::min(kHoldSeconds, config_.extender.assignment_ttl_seconds) * 1'000'000'000;
+  AssumeLocked(node, pod, uid, *assignment, now, /*held=*/true, now + hold_ns);
+  return assignment;
+}
+
+std::optional<Assignment> ClusterCache::Claim(const std::string& node, const std::string& key,
+                                              const std::string& uid, int64_t assume_ns) {
+  std::lock_guard lock(mu_);
+  ExpireLocked(now_ns_());
+  auto a = assumed_.find(key);
+  if (a == assumed_.end() || !a->second.held || a->second.placed.uid != uid || a->second.node != node ||
+      !CountsLocked(a->second, true, now_ns_()))
+    return std::nullopt;
+  PodEntry& entry = a->second;
+  entry.held = false;
+  entry.placed.assume_ns = assume_ns;
+  entry.expires_ns = assume_ns + config_.extender.assignment_ttl_seconds * 1'000'000'000;
+  RebuildLocked(node, now_ns_());  // look-alike pools order their members by assume time
+  ChangedLocked();
+  return entry.placed.assignment;
+}
+
 void ClusterCache::Unreserve(const std::string& key, const std::string& uid) {
   std::lock_guard lock(mu_);
+  ForgetOwnLocked(key, uid);
+}
+
+void ClusterCache::ForgetOwnLocked(const std::string& key, const std::string& uid) {
   auto a = assumed_.find(key);
   if (a == assumed_.end() || a->second.placed.uid != uid) return;
   const std::set<std::string> old_nodes = NodesOfLocked(key);
@@ -360,11 +394,26 @@ void ClusterCache::Unreserve(const std::string& key, const std::string& uid) {
   ChangedLocked();
 }
 
+void ClusterCache::AssumeLocked(const std::string& node, const PodRequest& pod, const std::string& uid,
+                                const Assignment& assignment, int64_t assume_ns, bool held,
+                                int64_t expires_ns) {
+  const std::set<std::string> old_nodes = NodesOfLocked(pod.Key());
+  PodEntry entry;
+  entry.node = node;
+  entry.holds_node = true;
+  entry.held = held;
+  entry.expires_ns = expires_ns;
+  entry.placed = PlacedPod{pod.Key(), uid, pod, assignment, false, assume_ns, assignment};
+  assumed_[pod.Key()] = std::move(entry);
+  ReindexLocked(pod.Key(), old_nodes);
+  ChangedLocked();
+}
+
 bool ClusterCache::CountsLocked(const PodEntry& entry, bool assumed, int64_t now) const {
   if (!entry.holds_node) return false;
   // The informer shows it bound and live: it keeps its cards. An assumed bind the watch has not shown is a
-  // pod that may never get bound: its assignment expires.
-  return !assumed || now < entry.placed.assume_ns + config_.extender.assignment_ttl_seconds * 1'000'000'000;
+  // pod that may never get bound, and a hold a pod kube-scheduler may never bind: they expire.
+  return !assumed || now < entry.expires_ns;
 }
 
 const ClusterCache::PodEntry* ClusterCache::EffectiveLocked(const std::string& key, int64_t now) const {
@@ -404,17 +453,17 @@ void ClusterCache::RebuildLocked(const std::string& node, int64_t now) {
   }
   auto view = std::make_shared<NodeView>();
   view->problem = n->second.problem;
+  view->reason = n->second.reason;
   view->generation = next_generation_++;
   if (n->second.inventory) view->state = MakeNodeState(node, *n->second.inventory, config_);
   view->state.name = node;
-  const int64_t ttl_ns = config_.extender.assignment_ttl_seconds * 1'000'000'000;
   HostRequest used;
   if (auto r = requested_.find(node); r != requested_.end()) used = r->second;
   std::vector<const PodEntry*> entries;
   if (auto keys = pods_by_node_.find(node); keys != pods_by_node_.end() && n->second.inventory) {
     for (const std::string& key : keys->second) {
       if (auto a = assumed_.find(key); a != assumed_.end() && a->second.node == node) {
-        const int64_t expiry = a->second.placed.assume_ns + ttl_ns;
+        const int64_t expiry = a->second.expires_ns;
         if (expiry > now) next_expiry_ns_ = std::min(next_expiry_ns_, expiry);
         if (!host_.count(key)) {
           used.cpu_milli += a->second.placed.request.cpu_milli;  // bound here, not yet seen bound

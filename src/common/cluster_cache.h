@@ -11,6 +11,10 @@
 //  - Reserve() chooses cards and records them as assumed under that mutex, so concurrent binds never
 //    double-book a card; it steers away from ambiguous pairs and applies the guard of DESIGN §5.5 (bounded
 //    wait) for those that remain.
+//  - Hold() is Reserve for the choose verb, which answers kube-scheduler the one node mgpu chose: the cards
+//    are held at once, so the next pod's choice sees them taken while this pod's bind is still on its way,
+//    and Claim() hands them to that bind. A hold nobody claims (kube-scheduler gave up on the pod) ends when
+//    the pod is chosen again, deleted or bound elsewhere, or after kHoldSeconds.
 #pragma once
 
 #include <array>
@@ -53,6 +57,7 @@ struct PlacedPod {
 // lines per node.
 struct NodeView {
   std::string problem;          // why nothing fits here (no or bad inventory); empty when usable
+  std::string reason;           // the problem in kube-scheduler's words (NodeFacts::reason)
   size_t slot = 0;              // the node's place in ClusterView, fixed while the node exists
   uint64_t generation = 0;      // distinct for every view built: decisions about it can be kept under it
   NodeState state;              // cards with their usage
@@ -126,8 +131,20 @@ class ClusterCache {
   Result<Assignment> Reserve(const std::string& node, const PodRequest& pod, const std::string& uid,
                              int64_t assume_ns, const WorkloadModel* workload,
                              std::chrono::steady_clock::time_point deadline, bool* waited = nullptr);
-  // Forgets an assumed bind (rollback).
+  // Forgets an assumed bind or a hold (rollback).
   void Unreserve(const std::string& key, const std::string& uid);
+
+  // How long a hold lasts unclaimed (at most assignmentTTLSeconds): kube-scheduler binds a chosen pod within
+  // its extender httpTimeout of the choice unless a plugin of its own holds the pod back.
+  static constexpr int64_t kHoldSeconds = 30;
+  // Chooses cards for `pod` on `node` as Reserve does, without waiting: a choice that would make an
+  // ambiguous pair fails with the reason. Any earlier hold or reservation of the same pod is dropped first.
+  Result<Assignment> Hold(const std::string& node, const PodRequest& pod, const std::string& uid,
+                          const WorkloadModel* workload);
+  // The cards held for pod `uid` (key `key`) on `node`, now reserved for its bind at `assume_ns` as Reserve
+  // would have; nullopt when none are held there (then Reserve).
+  std::optional<Assignment> Claim(const std::string& node, const std::string& key, const std::string& uid,
+                                  int64_t assume_ns);
 
   const Config& config() const { return config_; }
 
@@ -136,10 +153,12 @@ class ClusterCache {
     std::string node;
     PlacedPod placed;
     bool holds_node = false;  // bound and not finished (the informer's entries); assumed ones: true
+    bool held = false;        // assumed: a hold of the choose verb, not yet claimed by a bind
+    int64_t expires_ns = 0;   // assumed: counted until then
   };
   struct NodeEntry {
     std::optional<NodeInventory> inventory;
-    std::string problem;
+    std::string problem, reason;
     std::optional<HostRequest> allocatable;  // status.allocatable CPU and memory, when the node states both
   };
   struct HostUse {
@@ -150,6 +169,11 @@ class ClusterCache {
 
   static std::optional<PodEntry> ToEntry(const PodFacts& pod);
   bool CountsLocked(const PodEntry& entry, bool assumed, int64_t now) const;
+  // Drops the pod's own assumed entry (a hold or reservation `uid` made before), before choosing again.
+  void ForgetOwnLocked(const std::string& key, const std::string& uid);
+  // Records `assignment` for `pod` on `node` as assumed.
+  void AssumeLocked(const std::string& node, const PodRequest& pod, const std::string& uid,
+                    const Assignment& assignment, int64_t assume_ns, bool held, int64_t expires_ns);
   const PodEntry* EffectiveLocked(const std::string& key, int64_t now) const;
   void ReindexLocked(const std::string& key, const std::set<std::string>& old_nodes);
   std::set<std::string> NodesOfLocked(const std::string& key) const;

@@ -225,6 +225,55 @@ TEST_F(CacheTest, ReserveTakesCapacityAtOnceAndUnreserveGivesItBack) {
   EXPECT_FALSE(cache_.Reserve("nowhere", Request(Pod("c", 10, 10)), "uid-c", now_, nullptr, deadline).ok());
 }
 
+// The choose verb's hold: counted at once (the next choice sees the card taken), claimed by the pod's bind
+// as its reservation, dropped when the same pod is held again elsewhere or unreserved.
+TEST_F(CacheTest, HoldCountsAtOnceAndItsBindClaimsIt) {
+  cache_.UpsertNode(NodeOf(Node("n", 1, 10000)));
+  cache_.UpsertNode(NodeOf(Node("m", 1, 10000)));
+  const PodRequest a = Request(Pod("a", 60, 1000));
+  Result<Assignment> held = cache_.Hold("n", a, "uid-a", nullptr);
+  ASSERT_TRUE(held.ok()) << held.message();
+  EXPECT_EQ(CardOf("n", 0).usage.core, 60);
+  EXPECT_FALSE(cache_.Hold("n", Request(Pod("b", 60, 1000)), "uid-b", nullptr).ok()) << "the card is held";
+  // Held again (kube-scheduler retried the pod) on another node: the first hold is gone.
+  ASSERT_TRUE(cache_.Hold("m", a, "uid-a", nullptr).ok());
+  EXPECT_EQ(CardOf("n", 0).usage.core, 0);
+  EXPECT_EQ(CardOf("m", 0).usage.core, 60);
+  // Only the bind of that pod on that node claims it.
+  EXPECT_FALSE(cache_.Claim("n", "default/a", "uid-a", now_));
+  EXPECT_FALSE(cache_.Claim("m", "default/a", "uid-other", now_));
+  std::optional<Assignment> claimed = cache_.Claim("m", "default/a", "uid-a", now_ + 5);
+  ASSERT_TRUE(claimed);
+  EXPECT_EQ(*claimed, OneCard("m-gpu0", 60, 1000));
+  EXPECT_FALSE(cache_.Claim("m", "default/a", "uid-a", now_)) << "claimed once";
+  EXPECT_EQ(CardOf("m", 0).usage.core, 60) << "now the bind's reservation";
+  cache_.Unreserve("default/a", "uid-a");
+  EXPECT_EQ(CardOf("m", 0).usage.core, 0);
+}
+
+// A hold nobody claims ends: after kHoldSeconds, when the pod is deleted, or when it shows bound by another
+// scheduler; a claimed hold lasts as a bind's reservation does (assignmentTTLSeconds until the watch shows
+// the pod).
+TEST_F(CacheTest, AHoldNobodyClaimsEnds) {
+  cache_.UpsertNode(NodeOf(Node("n", 3, 10000)));
+  const nlohmann::json a = Pod("a", 60, 1000), b = Pod("b", 60, 1000), c = Pod("c", 60, 1000);
+  ASSERT_TRUE(cache_.Hold("n", Request(a), "uid-a", nullptr).ok());
+  ASSERT_TRUE(cache_.Hold("n", Request(b), "uid-b", nullptr).ok());
+  ASSERT_TRUE(cache_.Hold("n", Request(c), "uid-c", nullptr).ok());
+  ASSERT_TRUE(cache_.Claim("n", "default/c", "uid-c", now_));
+  cache_.DeletePod("default/a", "uid-a");
+  nlohmann::json elsewhere = b;
+  elsewhere["spec"]["nodeName"] = "other";
+  cache_.UpsertPod(PodOf(elsewhere));
+  EXPECT_EQ(CardOf("n", 0).usage.core + CardOf("n", 1).usage.core + CardOf("n", 2).usage.core, 60)
+      << "only c's claimed hold counts";
+  ASSERT_TRUE(cache_.Hold("n", Request(a), "uid-a", nullptr).ok());
+  now_ += ClusterCache::kHoldSeconds * kSecond;
+  EXPECT_EQ(CardOf("n", 0).usage.core + CardOf("n", 1).usage.core + CardOf("n", 2).usage.core, 60)
+      << "a's hold ran out, c's reservation did not";
+  EXPECT_FALSE(cache_.Claim("n", "default/a", "uid-a", now_)) << "nothing left to claim";
+}
+
 // A node whose plugin says it is stopping keeps its cards and pods in view but takes no new pod, with one
 // sentence, until the plugin publishes again (issue 28's stop window).
 TEST_F(CacheTest, StoppingPluginsNodeTakesNoNewPodUntilItIsBack) {

@@ -206,6 +206,7 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
     m.Int("httpRequestTimeoutMs", e.http_request_timeout_ms, 100, 600000);
     m.Int("httpConnectionsPerClient", e.http_connections_per_client, 1, 4096);
     m.Int("maxPods", e.max_pods, 1, int64_t{1} << 32);
+    m.Int("eventsPerSecond", e.events_per_second, 0, 100000);
     m.Bool("leaderElection", e.leader_election);
     m.String("leaseNamespace", e.lease_namespace);
     m.String("leaseName", e.lease_name);

@@ -81,6 +81,10 @@ struct ExtenderConfig {
   // The pods the informer keeps (every pod of the cluster, ~2.5 KB each): past it the extender is not ready
   // rather than blind to some. Kubernetes is tested to 150,000 pods.
   int64_t max_pods = 300000;
+  // GPUAssigned events created per second on average (bursts of ten times as many); the others are skipped,
+  // counted and said in the bind's log line. Each event is one API write: a burst of pods must not pay one
+  // each. 0: an event for every pod.
+  int64_t events_per_second = 20;
   bool leader_election = false;
   std::string lease_namespace = "kube-system";
   std::string lease_name = "mgpu-scheduler-extender";

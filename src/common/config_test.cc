@@ -52,6 +52,7 @@ extender:
   httpRequestTimeoutMs: 2500
   httpConnectionsPerClient: 12
   maxPods: 5000
+  eventsPerSecond: 7
   leaderElection: true
   leaseNamespace: mgpu
   leaseName: ext
@@ -89,6 +90,7 @@ extender:
   EXPECT_EQ(c->extender.http_request_timeout_ms, 2500);
   EXPECT_EQ(c->extender.http_connections_per_client, 12);
   EXPECT_EQ(c->extender.max_pods, 5000);
+  EXPECT_EQ(c->extender.events_per_second, 7);
   EXPECT_TRUE(c->extender.leader_election);
   EXPECT_EQ(c->extender.lease_name, "ext");
   EXPECT_EQ(c->extender.tls_key_file, "/k.pem");
@@ -177,6 +179,7 @@ TEST(Config, TheDocumentedExampleLoadsAndMatchesTheDefaults) {
   EXPECT_EQ(c->extender.http_request_timeout_ms, d.extender.http_request_timeout_ms);
   EXPECT_EQ(c->extender.http_connections_per_client, d.extender.http_connections_per_client);
   EXPECT_EQ(c->extender.max_pods, d.extender.max_pods);
+  EXPECT_EQ(c->extender.events_per_second, d.extender.events_per_second);
 }
 
 }  // namespace

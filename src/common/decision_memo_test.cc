@@ -95,9 +95,8 @@ TEST_F(DecisionMemoTest, TheModelVersionMattersOnlyToPoliciesThatReadTheModel) {
   EXPECT_TRUE(DecideOn(full_, Ask(30), 2).fits);
 }
 
-TEST_F(DecisionMemoTest, ANodeThatDoesNotFitCarriesChooseCardsReasonWhenAskedFor) {
-  const std::string expected = ChooseCards(full_.state, Ask(30)).message();
-  ASSERT_FALSE(expected.empty());
+TEST_F(DecisionMemoTest, ANodeThatDoesNotFitCarriesTheSchedulersReasonWhenAskedFor) {
+  const std::string expected = "no mgpu card free for 30 percent core and 1024 MiB";
   EXPECT_EQ(DecideOn(full_, Ask(30), 1, true).reason, expected);
   EXPECT_EQ(DecideOn(full_, Ask(30), 1, true).reason, expected);  // remembered with it
 }
@@ -106,14 +105,18 @@ TEST_F(DecisionMemoTest, ADecisionRememberedWithoutItsReasonIsMadeAgainForIt) {
   const NodeDecision without = DecideOn(full_, Ask(30), 1, false);
   ASSERT_FALSE(without.fits);
   EXPECT_TRUE(without.reason.empty());
-  EXPECT_EQ(DecideOn(full_, Ask(30), 1, true).reason, ChooseCards(full_.state, Ask(30)).message());
+  EXPECT_EQ(DecideOn(full_, Ask(30), 1, true).reason, "no mgpu card free for 30 percent core and 1024 MiB");
 }
 
+// The reason of a pod with several GPU containers names the one that does not fit.
 TEST_F(DecisionMemoTest, PodsWhoseContainersAreNamedApartDoNotShareReasons) {
-  PodRequest other = Ask(30);
+  PodRequest pair = Ask(30), other = Ask(30);
+  pair.containers.push_back(pair.containers[0]);
+  pair.containers[1].name = "d";
+  other.containers = pair.containers;
   other.containers[0].name = "other";
-  EXPECT_NE(ShapeKey(other), ShapeKey(Ask(30)));
-  ASSERT_NE(DecideOn(full_, Ask(30), 1, true).reason.find("container c"), std::string::npos);
+  EXPECT_NE(ShapeKey(other), ShapeKey(pair));
+  ASSERT_NE(DecideOn(full_, pair, 1, true).reason.find("container c"), std::string::npos);
   EXPECT_NE(DecideOn(full_, other, 1, true).reason.find("container other"), std::string::npos);
 }
 

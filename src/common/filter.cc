@@ -16,7 +16,8 @@ FilterVerdicts FilterPod(const ClusterView& view, const std::vector<std::string>
                          const Config& config) {
   FilterVerdicts result;
   if (!pod.ok()) {
-    for (const std::string& n : names) result.unresolvable[n] = pod.message();
+    const std::string reason = "invalid mgpu request: " + pod.message();
+    for (const std::string& n : names) result.unresolvable[n] = reason;
     return result;
   }
   result.passed.reserve(names.size());
@@ -27,6 +28,7 @@ FilterVerdicts FilterPod(const ClusterView& view, const std::vector<std::string>
   const ModelPublisher::Published published =
       model.Observe(*pod, [&view] { return view.FreeCoreByProduct(); });
   const std::vector<const NodeView*> nodes = UsableNodes(view, names);
+  const std::string no_plugin = "no mgpu-device-plugin (no " + config.Names().gpu_inventory + " annotation)";
   const std::vector<NodeDecision> decisions =
       memo.Decide(view, nodes, *pod, published.model.get(), published.version, /*with_reasons=*/true);
   for (size_t i = 0; i < names.size(); ++i) {
@@ -37,11 +39,10 @@ FilterVerdicts FilterPod(const ClusterView& view, const std::vector<std::string>
       result.failed[name] = decisions[i].reason;
       ++result.insufficient;
     } else if (const NodeView* bad = view.Find(name)) {
-      result.failed[name] = bad->problem;
+      result.failed[name] = bad->reason;
       ++result.bad_inventory;
     } else {
-      result.failed[name] = "node " + name + " has no " + config.Names().gpu_inventory +
-                            " annotation: no mgpu-device-plugin there";
+      result.failed[name] = no_plugin;
       ++result.no_inventory;
     }
   }

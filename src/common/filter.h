@@ -16,7 +16,9 @@
 
 namespace mgpu {
 
-// The filter's answer for a pod over kube-scheduler's candidate nodes, in the words kube-scheduler shows.
+// The filter's answer for a pod over kube-scheduler's candidate nodes. The reasons are in the words
+// kube-scheduler shows after a count of nodes ("0/3 nodes are available: 2 <reason>, 1 <reason>."): nodes
+// failing for the same cause get the same reason, and no reason names its node.
 struct FilterVerdicts {
   std::vector<size_t> passed;                       // indexes into the candidate names
   std::map<std::string, std::string> failed;        // node -> why the pod does not fit there now

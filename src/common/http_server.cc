@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <csignal>
 #include <cstring>
 #include <thread>
@@ -273,10 +274,20 @@ class BoundedHttpServer::Server final : public httplib::Server {
       const char byte = 0;
       [[maybe_unused]] ssize_t n = ::write(stop_pipe_[1], &byte, 1);
     }
+    {
+      std::lock_guard lock(mu_);  // a waiting connection sees halted_ once woken
+    }
+    admitted_.notify_all();
     stop();
   }
 
   HttpRefusals Refusals() const { return {timed_out_.load(), busy_.load()}; }
+  int Waiting() const {
+    std::lock_guard lock(mu_);
+    int n = 0;
+    for (const auto& [client, holding] : clients_) n += holding.waiting;
+    return n;
+  }
 
  private:
   bool process_and_close_socket(socket_t sock) override {
@@ -289,24 +300,22 @@ class BoundedHttpServer::Server final : public httplib::Server {
       ssl = SSL_new(tls_);
       if (ssl) SSL_set_fd(ssl, sock);
     }
+    std::string refusal;
+    const bool admitted = Admit(client, refusal);
+    // The deadlines run from here: a connection's wait for a worker is not its client's time.
     Connection connection(sock, ssl, stop_pipe_[0], limits_.request_timeout);
-    const int held = Admit(client);
     if ((!tls_ || ssl) && connection.Handshake()) {
-      if (held > limits_.connections_per_client) {
+      if (!admitted) {
         ++busy_;
-        spdlog::warn("http client={} refused: {} connections, over connectionsPerClient {}", client, held,
-                     limits_.connections_per_client);
-        connection.Respond(503, "Service Unavailable",
-                           daemon_ + " already serves " + std::to_string(limits_.connections_per_client) +
-                               " connections from " + client +
-                               ", as many as one client may hold; retry when one of them is done");
+        spdlog::warn("http client={} refused: {}", client, refusal);
+        connection.Respond(503, "Service Unavailable", daemon_ + " " + refusal);
       } else {
         Serve(connection, client);
       }
     } else if (connection.timed_out()) {
       TimedOut(connection, client);
     }
-    Release(client);
+    if (admitted) Release(client);
     if (ssl) {
       SSL_shutdown(ssl);  // one try: the socket is non-blocking and the peer owes nothing
       SSL_free(ssl);
@@ -340,16 +349,59 @@ class BoundedHttpServer::Server final : public httplib::Server {
                              std::to_string(limits_.request_timeout.count()) + " ms");
   }
 
-  // The connections `client` holds, this one included.
-  int Admit(const std::string& client) {
-    std::lock_guard lock(mu_);
-    return ++held_[client];
+  // Takes a worker for a connection of `client`, waiting up to request_timeout while every worker is busy
+  // or the client holds its share; false (with the sentence) when none came free in time, the client already
+  // has as many connections waiting as it may hold, or the server stops.
+  bool Admit(const std::string& client, std::string& refusal) {
+    std::unique_lock lock(mu_);
+    Holding& holding = clients_[client];
+    const auto free_for_it = [&] {
+      return serving_ < limits_.workers && holding.serving < limits_.connections_per_client;
+    };
+    if (!free_for_it()) {
+      if (holding.waiting >= limits_.connections_per_client) {
+        refusal = "already serves " + std::to_string(holding.serving) + " connections from " + client +
+                  " and " + std::to_string(holding.waiting) +
+                  " more wait, as many as one client may hold; retry when one of them is done";
+        ForgetIfIdleLocked(client);
+        return false;
+      }
+      ++holding.waiting;
+      const bool freed =
+          admitted_.wait_for(lock, limits_.request_timeout, [&] { return halted_.load() || free_for_it(); });
+      --holding.waiting;
+      if (!freed || halted_) {
+        refusal = halted_ ? std::string("is stopping")
+                          : "had no worker free for this connection from " + client + " within " +
+                                std::to_string(limits_.request_timeout.count()) + " ms (" +
+                                std::to_string(serving_) + " connections served, " +
+                                std::to_string(holding.serving) + " of them from " + client + "); retry";
+        ForgetIfIdleLocked(client);
+        return false;
+      }
+    }
+    ++serving_;
+    ++holding.serving;
+    return true;
   }
   void Release(const std::string& client) {
-    std::lock_guard lock(mu_);
-    if (--held_[client] == 0) held_.erase(client);
+    {
+      std::lock_guard lock(mu_);
+      --serving_;
+      --clients_[client].serving;
+      ForgetIfIdleLocked(client);
+    }
+    admitted_.notify_all();
+  }
+  void ForgetIfIdleLocked(const std::string& client) {
+    auto it = clients_.find(client);
+    if (it != clients_.end() && it->second.serving == 0 && it->second.waiting == 0) clients_.erase(it);
   }
 
+  struct Holding {
+    int serving = 0;
+    int waiting = 0;
+  };
   const std::string& daemon_;
   const HttpLimits& limits_;
   SSL_CTX* tls_ = nullptr;
@@ -357,14 +409,17 @@ class BoundedHttpServer::Server final : public httplib::Server {
   std::atomic<bool> halted_{false};
   std::atomic<uint64_t> timed_out_{0};
   std::atomic<uint64_t> busy_{0};
-  std::mutex mu_;
-  std::map<std::string, int> held_;
+  mutable std::mutex mu_;
+  std::condition_variable admitted_;
+  int serving_ = 0;
+  std::map<std::string, Holding> clients_;
 };
 
 BoundedHttpServer::BoundedHttpServer(std::string daemon, HttpLimits limits)
     : daemon_(std::move(daemon)), limits_(limits), server_(std::make_unique<Server>(daemon_, limits_)) {
+  // Every serving worker, and as many threads again for connections waiting for one (Admit).
   server_->new_task_queue = [workers = limits_.workers] {
-    return new httplib::ThreadPool(static_cast<size_t>(workers));
+    return new httplib::ThreadPool(static_cast<size_t>(2 * workers));
   };
   server_->set_payload_max_length(limits_.max_body_bytes);
   server_->set_exception_handler(
@@ -416,5 +471,7 @@ void BoundedHttpServer::Stop() {
 }
 
 HttpRefusals BoundedHttpServer::Refusals() const { return server_->Refusals(); }
+
+int BoundedHttpServer::Waiting() const { return server_->Waiting(); }
 
 }  // namespace mgpu

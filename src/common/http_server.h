@@ -5,9 +5,13 @@
 //   the client within `request_timeout` of its first byte; otherwise the connection is closed, with a 408 and
 //   one sentence when the request was late. The time a handler takes is not counted.
 // - an idle kept-alive connection is closed after `request_timeout`, and after kKeepAliveRequests requests;
-// - one client address holds at most `connections_per_client` workers: a further connection from it gets a
-//   503 with one sentence, so other clients (the API server's webhook calls, probes, Prometheus) always find
-//   a free worker;
+// - at most `workers` connections are served at once, and one client address holds at most
+//   `connections_per_client` of them, so other clients (the API server's webhook calls, probes, Prometheus)
+//   always find a free worker. A connection over either bound is not refused but waits (before its TLS
+//   handshake, so a client with kept-alive connections uses one of those meanwhile) until a worker is free
+//   for it: kube-scheduler's concurrent binds are never turned away while the extender has capacity for them.
+//   Only a connection that waited `request_timeout` in vain, or one beyond `connections_per_client` waiting
+//   connections of its client, gets a 503 with one sentence;
 // - an exception out of a handler is a 500 with one sentence naming the daemon; the log has the details.
 // Each refusal is logged with the client's address and counted (Counters()).
 #pragma once
@@ -41,7 +45,7 @@ struct HttpLimits {
 // The connections refused so far (for /metrics).
 struct HttpRefusals {
   uint64_t timed_out = 0;  // a request or response not through within request_timeout
-  uint64_t busy = 0;       // over connections_per_client
+  uint64_t busy = 0;       // no worker free for the connection in time (503)
 };
 
 // The refusals as a Prometheus counter <prefix>_http_connections_refused_total{reason="timeout"|"busy"}.
@@ -73,6 +77,8 @@ class BoundedHttpServer {
   void Stop();
   int port() const { return port_; }
   HttpRefusals Refusals() const;
+  // Connections waiting for a worker now.
+  int Waiting() const;
 
  private:
   class Server;

@@ -20,6 +20,7 @@ namespace mgpu {
 namespace {
 
 using namespace std::chrono_literals;
+using mgpu::testing::WaitUntil;
 
 // A raw TCP client from `source` (any 127.0.0.0/8 address is this host), so a test can be a slow or a
 // second client. Reads give up after 10 s: a bound on a failing test, not a timing assumption.
@@ -171,7 +172,9 @@ TEST(BoundedHttpServerTest, AHandlerSlowerThanTheTimeoutIsAnswered) {
   EXPECT_EQ(server->Refusals().timed_out, 0u);
 }
 
-TEST(BoundedHttpServerTest, OneClientCannotHoldEveryWorker) {
+// A client holding its share waits for its next worker rather than being refused (kube-scheduler's
+// concurrent binds), while another client still finds a free worker at once.
+TEST(BoundedHttpServerTest, OneClientCannotHoldEveryWorkerAndItsNextConnectionWaits) {
   HttpLimits limits;
   limits.workers = 3;
   limits.connections_per_client = 2;
@@ -179,31 +182,64 @@ TEST(BoundedHttpServerTest, OneClientCannotHoldEveryWorker) {
   auto server = Serving(limits, &gate);
   ASSERT_TRUE(server->Start("127.0.0.1:0", "test.address").ok());
   // 127.0.0.2 takes its two workers...
+  // (each closes after its answer: a kept-alive connection keeps its worker until it goes idle, and a client
+  // with one uses it rather than wait for a new one)
   RawClient first(server->port(), "127.0.0.2"), second(server->port(), "127.0.0.2");
   ASSERT_TRUE(first.ok() && second.ok());
-  first.Send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
+  first.Send("GET /hold HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   ASSERT_TRUE(gate.WaitHeld(1));
-  second.Send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
+  second.Send("GET /hold HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   ASSERT_TRUE(gate.WaitHeld(2));
-  // ...a third connection from it is refused with a sentence...
+  // ...a third connection from it waits for one of them...
   RawClient third(server->port(), "127.0.0.2");
   ASSERT_TRUE(third.ok());
   third.Send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
-  const std::string refused = third.ReadToEnd();
-  EXPECT_NE(refused.find("HTTP/1.1 503"), std::string::npos) << refused;
-  EXPECT_NE(
-      refused.find("test-daemon already serves 2 connections from 127.0.0.2, as many as one client may hold"),
-      std::string::npos)
-      << refused;
-  // ...and another client still finds the third worker.
+  ASSERT_TRUE(WaitUntil([&] { return server->Waiting() == 1; }));
+  // ...another client still finds the third worker...
   RawClient other(server->port(), "127.0.0.1");
   ASSERT_TRUE(other.ok());
   other.Send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_NE(other.ReadResponse().find("\r\n\r\nhi"), std::string::npos);
+  // ...and once the first two are answered, the third is served.
   gate.Open();
   EXPECT_NE(first.ReadResponse().find("held"), std::string::npos);
   EXPECT_NE(second.ReadResponse().find("held"), std::string::npos);
-  EXPECT_EQ(server->Refusals().busy, 1u);
+  EXPECT_NE(third.ReadResponse().find("held"), std::string::npos);
+  EXPECT_EQ(server->Refusals().busy, 0u);
+}
+
+// A connection is refused only when no worker came free for it within the request timeout, or when its
+// client already has as many connections waiting as it may hold.
+TEST(BoundedHttpServerTest, AConnectionRefusedOnlyAfterWaitingInVainOrOverTheWaitingBound) {
+  HttpLimits limits;
+  limits.workers = 3;
+  limits.connections_per_client = 1;
+  limits.request_timeout = 3s;  // long enough for the next connection to come while one waits
+  Gate gate;
+  auto server = Serving(limits, &gate);
+  ASSERT_TRUE(server->Start("127.0.0.1:0", "test.address").ok());
+  RawClient holder(server->port(), "127.0.0.2");
+  ASSERT_TRUE(holder.ok());
+  holder.Send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_TRUE(gate.WaitHeld(1));
+  RawClient waiting(server->port(), "127.0.0.2");
+  ASSERT_TRUE(waiting.ok());
+  ASSERT_TRUE(WaitUntil([&] { return server->Waiting() == 1; }));
+  RawClient over(server->port(), "127.0.0.2");
+  ASSERT_TRUE(over.ok());
+  const std::string at_once = over.ReadToEnd();
+  EXPECT_NE(at_once.find("HTTP/1.1 503"), std::string::npos) << at_once;
+  EXPECT_NE(at_once.find("test-daemon already serves 1 connections from 127.0.0.2 and 1 more wait"),
+            std::string::npos)
+      << at_once;
+  const std::string in_vain = waiting.ReadToEnd();  // the holder never lets go within the timeout
+  EXPECT_NE(in_vain.find("HTTP/1.1 503"), std::string::npos) << in_vain;
+  EXPECT_NE(in_vain.find("test-daemon had no worker free for this connection from 127.0.0.2 within 3000 ms"),
+            std::string::npos)
+      << in_vain;
+  EXPECT_EQ(server->Refusals().busy, 2u);
+  gate.Open();
+  EXPECT_NE(holder.ReadResponse().find("held"), std::string::npos);
 }
 
 TEST(BoundedHttpServerTest, AnExceptionIsA500WithOneSentence) {

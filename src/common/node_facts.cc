@@ -20,16 +20,20 @@ NodeFacts ReadNode(const nlohmann::json& node, const Config& config) {
     if (!inventory.ok()) {
       out.problem = "node " + out.name + " has an unreadable " + key + " annotation (" + inventory.message() +
                     "); check mgpu-device-plugin there";
+      out.reason = "unreadable " + key + " annotation";
     } else if (inventory->memory_unit_mib != config.memory_unit_mib) {
       out.problem = "node " + out.name + " counts mgpu-memory in units of " +
                     std::to_string(inventory->memory_unit_mib) + " MiB but the extender's memoryUnitMiB is " +
                     std::to_string(config.memory_unit_mib) + "; use one memoryUnitMiB cluster-wide";
+      out.reason = "mgpu-memory counted in other units than the extender's memoryUnitMiB";
     } else {
       // A stopping plugin's node keeps its cards and pods in view (kubectl mgpu, the metrics) but takes no new
       // pod: the kubelet would fail its admission once the plugin is gone.
-      if (inventory->stopping)
+      if (inventory->stopping) {
         out.problem =
             "node " + out.name + "'s mgpu-device-plugin is stopping; its cards take no new pods until it is back";
+        out.reason = "mgpu-device-plugin stopping";
+      }
       out.inventory = std::move(*inventory);
     }
   }

@@ -19,6 +19,7 @@ struct NodeFacts {
   bool annotated = false;                  // it has a D/gpu-inventory annotation: an mgpu node
   std::optional<NodeInventory> inventory;  // the annotation, when readable and in the cluster's memory unit
   std::string problem;                     // why an annotated node's cards cannot be counted
+  std::string reason;  // the problem in the words kube-scheduler shows after a count of nodes (no node name)
   std::optional<HostRequest> allocatable;  // status.allocatable CPU and memory, when the node states both
 };
 

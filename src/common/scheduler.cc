@@ -45,7 +45,7 @@ NodeDecision Decide(const NodeState& node, const PodRequest& pod, const Workload
                     bool with_reason, Placement& scratch) {
   NodeDecision out;
   if (!Place(node, pod, model, scratch)) {
-    if (with_reason) out.reason = WhyNotPlaced(node, pod, scratch);
+    if (with_reason) out.reason = SchedulerReason(node, pod, scratch);
     return out;
   }
   out.fits = true;

@@ -69,7 +69,7 @@ class ModelPublisher {
 struct NodeDecision {
   bool fits = false;
   double cost = 0;     // PlacementCost under the pod's node policy, when it fits
-  std::string reason;  // when it does not fit and the reason was asked for: what ChooseCards would say
+  std::string reason;  // when it does not fit and the reason was asked for: SchedulerReason
 };
 
 // Whether `pod` fits `node` under `model`, what placing it there costs and, with `with_reason`, why it does

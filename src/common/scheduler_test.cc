@@ -115,7 +115,9 @@ TEST(Decide, AFittingNodeCarriesItsPlacementCost) {
   EXPECT_TRUE(d.reason.empty());
 }
 
-TEST(Decide, ANodeThatDoesNotFitGivesTheReasonChooseCardsGives) {
+// The reason is the one kube-scheduler shows (SchedulerReason of the failed placement); ChooseCards fails
+// on the node too, with its detailed sentence.
+TEST(Decide, ANodeThatDoesNotFitGivesTheSchedulersReason) {
   NodeState node = Node("n", 2, 24576);
   ASSERT_TRUE(Assign(node, Ask("a", 80), nullptr).ok());
   ASSERT_TRUE(Assign(node, Ask("b", 80), nullptr).ok());
@@ -123,9 +125,10 @@ TEST(Decide, ANodeThatDoesNotFitGivesTheReasonChooseCardsGives) {
   for (const PodRequest& pod : {Ask("c", 30), Ask("d", 50, 2), Ask("e", 100)}) {
     const NodeDecision d = Decide(node, pod, nullptr, true, scratch);
     EXPECT_FALSE(d.fits);
-    const Result<Assignment> chosen = ChooseCards(node, pod);
-    ASSERT_FALSE(chosen.ok());
-    EXPECT_EQ(d.reason, chosen.message());
+    Placement failed;
+    ASSERT_FALSE(Place(node, pod, nullptr, failed));
+    EXPECT_EQ(d.reason, SchedulerReason(node, pod, failed));
+    EXPECT_FALSE(ChooseCards(node, pod).ok());
     EXPECT_TRUE(Decide(node, pod, nullptr, false, scratch).reason.empty());
   }
 }

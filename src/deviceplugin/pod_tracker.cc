@@ -289,7 +289,9 @@ void PodTracker::Reconcile(const AllocatedPods& truth) {
 
 void PodTracker::RecordEvent(const kube::Json& involved, const char* type, const char* reason,
                              const std::string& message) {
-  events_.Post(involved, type, reason, message);
+  if (kube::Posted posted = events_.Post(involved, type, reason, message); posted == kube::Posted::kSkipped)
+    spdlog::info("{}/{} event {} {}: {}", kube::MetadataString(involved, "namespace"),
+                 kube::MetadataString(involved, "name"), reason, kube::Describe(posted), message);
 }
 
 }  // namespace mgpu::dp

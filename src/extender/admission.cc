@@ -22,6 +22,7 @@ const json& At(const json& object, std::initializer_list<const char*> path) {
 struct Subject {
   json pod;
   std::optional<Annotations> workload;
+  std::string kind = "Pod";  // what the refusal names: the pod, or the workload whose pod template it is
 };
 
 // The workload kinds whose pod template is judged; a CronJob's is in its jobTemplate, whose annotations its
@@ -54,7 +55,7 @@ std::optional<Subject> SubjectOf(const json& object, const std::string& group, c
     meta["namespace"] = ns;
     meta["name"] = kube::MetadataString(object, "name");
     json pod = {{"metadata", std::move(meta)}, {"spec", At(tmpl, {"spec"})}};
-    return Subject{std::move(pod), AnnotationsOf(controller)};
+    return Subject{std::move(pod), AnnotationsOf(controller), t.kind};
   }
   return std::nullopt;
 }
@@ -75,7 +76,13 @@ std::string Judge(const Subject& subject, const Config& config, const WorkloadLo
     controller = workload(subject.pod);
   }
   Result<PodRequest> request = ParsePodRequest(subject.pod, config, controller);
-  return request.ok() ? "" : request.message();
+  if (request.ok()) return "";
+  // The rules name a pod ("pod ns/name: ..."); a workload's refusal names the workload and its pod template.
+  std::string refusal = request.message();
+  const std::string pod = "pod " + PodKeyOf(subject.pod);
+  if (subject.kind != "Pod" && refusal.rfind(pod, 0) == 0)
+    refusal.replace(0, pod.size(), subject.kind + " " + PodKeyOf(subject.pod) + "'s pod template");
+  return refusal;
 }
 
 AdmissionReply Respond(const std::string& uid, int code, const std::string& refusal) {

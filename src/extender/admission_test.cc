@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
+
 #include "extender/extender.h"
 #include "extender/server.h"
 #include "common/test_objects.h"
@@ -77,7 +79,8 @@ json Workload(const std::string& kind, const std::string& name, const json& pod,
   return object;
 }
 
-// The sentence the filter gives `pod` for every node.
+// The sentence the filter gives `pod` for every node (after "invalid mgpu request: ", which is what
+// kube-scheduler's sentence needs around it).
 std::string FilterSentence(const json& pod) {
   ClusterCache cache{Config()};
   Metrics metrics;
@@ -87,7 +90,10 @@ std::string FilterSentence(const json& pod) {
       ExtenderArgs::Parse(json{{"Pod", pod}, {"NodeNames", {"n1"}}}.dump(), extender.Reader());
   EXPECT_TRUE(args.ok());
   const FilterResult result = extender.Filter(*args);
-  return result.unresolvable.count("n1") ? result.unresolvable.at("n1") : "";
+  const std::string reason = result.unresolvable.count("n1") ? result.unresolvable.at("n1") : "";
+  const std::string prefix = "invalid mgpu request: ";
+  EXPECT_EQ(reason.rfind(prefix, 0), 0u) << reason;
+  return reason.substr(std::min(reason.size(), prefix.size()));
 }
 
 TEST(Admission, AllowsAValidPodAndOneWithoutMgpuResources) {
@@ -132,7 +138,11 @@ TEST(Admission, JudgesThePodTemplateOfEveryWorkloadKind) {
     EXPECT_TRUE(Response(Review(group, kind, Workload(kind, "web", Pod("p", 50, 2048))))["allowed"]);
     const json refused = Response(Review(group, kind, Workload(kind, "web", Pod("p", 150, 2048))));
     EXPECT_FALSE(refused["allowed"]);
-    EXPECT_EQ(refused["status"]["message"], FilterSentence(PodIn(Pod("web", 150, 2048))));
+    // The filter's sentence, naming the object refused: the workload and its pod template, not a pod.
+    std::string expected = FilterSentence(PodIn(Pod("web", 150, 2048)));
+    ASSERT_EQ(expected.rfind("pod team-a/web ", 0), 0u) << expected;
+    expected.replace(0, 14, std::string(kind) + " team-a/web's pod template");
+    EXPECT_EQ(refused["status"]["message"], expected);
   }
   // A kind with the right name in another group is not one of these.
   EXPECT_TRUE(Response(

@@ -11,8 +11,7 @@ inline constexpr kube::ApiCall kApiCalls[] = {
     {"", "pods", "list"},  // the pod informer
     {"", "pods", "watch"},
     {"", "pods", "get"},             // bind: a pod this replica did not filter
-    {"", "pods", "patch"},           // bind: D/gpu-assignment, D/gpu-assume-time
-    {"", "pods/binding", "create"},  // bind
+    {"", "pods/binding", "create"},  // bind, with D/gpu-assignment and D/gpu-assume-time as its annotations
     {"", "events", "create"},        // GPUAssigned
     {"apps", "replicasets", "get"},  // annotations a pod inherits
     {"apps", "deployments", "get"},

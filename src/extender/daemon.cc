@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 
@@ -43,7 +44,10 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   if (!client.ok()) return Error{client.message()};
   client_ = std::move(*client);
   workloads_ = std::make_unique<kube::WorkloadResolver>(client_.get());
-  events_ = std::make_unique<kube::EventQueue>(*client_, "mgpu-scheduler-extender");
+  kube::EventLimits event_limits;
+  event_limits.per_second = static_cast<double>(config_.extender.events_per_second);
+  event_limits.burst = std::max(1.0, 10 * event_limits.per_second);
+  events_ = std::make_unique<kube::EventQueue>(*client_, "mgpu-scheduler-extender", event_limits);
   cache_ = std::make_unique<ClusterCache>(config_);
   if (config_.extender.leader_election) {
     elector_ = std::make_unique<LeaderElector>(*client_, config_.extender.lease_namespace,
@@ -75,8 +79,9 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
                             .max_objects = static_cast<size_t>(config.extender.max_pods)},
       kube::InformerHandlers{upsert_pod,
                              [upsert_pod](const kube::Json&, const kube::Json& p) { upsert_pod(p); },
-                             [&cache](const kube::Json& p) {
+                             [&cache, &extender = *extender_](const kube::Json& p) {
                                cache.DeletePod(PodKeyOf(p), kube::MetadataString(p, "uid"));
+                               extender.Forget(kube::MetadataString(p, "uid"));
                                // glibc keeps freed memory in its arenas; hand it back after a wave of
                                // deletions so that RSS follows the cluster down.
                                static int deleted = 0;  // the informer's thread only

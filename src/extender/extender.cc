@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -68,6 +69,11 @@ void Extender::Remember(FactsRef facts) {
   }
 }
 
+void Extender::Forget(const std::string& uid) {
+  std::lock_guard lock(facts_mu_);
+  facts_.erase(uid);  // its place in facts_order_ goes when the order comes to it
+}
+
 std::shared_ptr<const PodFacts> Extender::Read(const nlohmann::json& pod) {
   const nlohmann::json* meta = FindPath(pod, {"metadata"});
   if (meta) {
@@ -108,6 +114,37 @@ void Extender::NoteFragmentation(const PodFacts& pod, const ClusterView& view, c
   metrics_.ForgetBlocked(pod.uid);
 }
 
+FilterResult Extender::Choose(const ExtenderArgs& args) {
+  const FactsRef& facts = args.pod;
+  const Result<PodRequest>& pod = facts->request;
+  if (!pod.ok() || !pod->AsksForGpu()) return Filter(args);
+  const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
+  const ModelPublisher::Published model = model_.Observe(*pod, [&view] { return view->FreeCoreByProduct(); });
+  const std::vector<const NodeView*> nodes = UsableNodes(*view, args.node_names);
+  const std::vector<NodeDecision> decisions =
+      memo_.Decide(*view, nodes, *pod, model.model.get(), model.version, /*with_reasons=*/false);
+  const std::vector<int> scores = Scores(decisions);
+  std::vector<size_t> fitting;
+  for (size_t i = 0; i < decisions.size(); ++i)
+    if (decisions[i].fits) fitting.push_back(i);
+  if (fitting.empty()) return Filter(args);  // every node with its reason, as kube-scheduler will show them
+  // The best score first; equal scores in kube-scheduler's order of the candidates (it rotates their start).
+  std::stable_sort(fitting.begin(), fitting.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  size_t chosen = fitting.front();
+  for (size_t k = 0; k < std::min(kHoldTries, fitting.size()); ++k) {
+    Result<Assignment> held = cache_.Hold(args.node_names[fitting[k]], *pod, facts->uid, model.model.get());
+    if (held.ok()) {
+      chosen = fitting[k];
+      break;
+    }
+    spdlog::debug("choose pod={} node={}: not held: {}", facts->key, args.node_names[fitting[k]],
+                  held.message());
+  }
+  FilterResult result;
+  result.passed.push_back(chosen);
+  return result;
+}
+
 std::vector<HostScore> Extender::Prioritize(const ExtenderArgs& args) {
   std::vector<HostScore> scores;
   scores.reserve(args.node_names.size());
@@ -134,6 +171,12 @@ std::vector<HostScore> Extender::Prioritize(const ExtenderArgs& args) {
 }
 
 std::string Extender::Bind(const BindArgs& args) {
+  std::string why = BindPod(args);
+  if (!why.empty()) metrics_.CountBindFailure();
+  return why;
+}
+
+std::string Extender::BindPod(const BindArgs& args) {
   const std::string key = PodKey(args.pod_namespace, args.pod_name);
   if (is_leader_ && !is_leader_()) return "this mgpu-scheduler-extender replica is not the leader; retry";
   if (!client_) return "mgpu-scheduler-extender has no API client";
@@ -155,67 +198,48 @@ std::string Extender::Bind(const BindArgs& args) {
 }
 
 std::string Extender::BindWithCards(const BindArgs& args, FactsRef pod) {
-  const std::string key = pod->key;  // a copy: a conflict replaces `pod`
-  const ExtenderConfig& ec = cache_.config().extender;
-  const ModelPublisher::Published model = model_.Current();
+  const std::string& key = pod->key;
   const int64_t assume_ns = NowNs();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ec.bind_wait_ms);
-  bool waited = false;
-  Result<Assignment> assignment =
-      cache_.Reserve(args.node, *pod->request, pod->uid, assume_ns, model.model.get(), deadline, &waited);
-  if (waited) metrics_.CountBindWait();
+  Result<Assignment> assignment = Error{""};
+  if (std::optional<Assignment> held = cache_.Claim(args.node, key, pod->uid, assume_ns)) {
+    assignment = std::move(*held);
+  } else {  // not chosen here, or chosen elsewhere, or the hold ran out: choose the cards now
+    const ModelPublisher::Published model = model_.Current();
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(cache_.config().extender.bind_wait_ms);
+    bool waited = false;
+    assignment =
+        cache_.Reserve(args.node, *pod->request, pod->uid, assume_ns, model.model.get(), deadline, &waited);
+    if (waited) metrics_.CountBindWait();
+  }
   if (!assignment.ok()) {
     spdlog::info("bind pod={} node={}: {}", key, args.node, assignment.message());
     return assignment.message();
   }
+  // The cards travel with the Binding: the pod is bound with its assignment in one write, or not at all.
   const ResourceNames names = cache_.config().Names();
-  kube::MetadataPatch patch;
-  patch.annotations[names.gpu_assignment] = EncodeAssignment(*assignment);
-  patch.annotations[names.gpu_assume_time] = EncodeAssumeTime(assume_ns);
-  // Conditional on the version the request was read from; a conflict (often the scheduler's own status
-  // write) reads the pod again and retries while it is the same, unbound pod asking the same.
-  for (int attempt = 0;; ++attempt) {
-    patch.resource_version = pod->resource_version;
-    kube::ApiResult patched = client_->PatchPodMetadata(args.pod_namespace, args.pod_name, patch);
-    if (patched.ok()) break;
-    std::string why = "cannot record the cards of pod " + key + ": " + patched.message();
-    if (patched.IsConflict() && attempt < kConflictRetries) {
-      kube::ApiResult read = client_->GetPod(args.pod_namespace, args.pod_name);
-      if (read.ok()) {
-        FactsRef fresh = ReadNow(*read);
-        if (fresh->uid == pod->uid && fresh->node.empty() && fresh->request.ok() &&
-            fresh->request->containers == pod->request->containers) {
-          metrics_.CountBindConflictRetry();
-          Remember(fresh);
-          pod = std::move(fresh);
-          continue;
-        }
-        why = "pod " + key + " changed while it was being bound; the scheduler will retry";
-      }
-    }
-    cache_.Unreserve(key, pod->uid);
-    spdlog::info("bind pod={} node={}: {}", key, args.node, why);
-    return why;
-  }
-  kube::ApiResult bound = client_->BindPod(args.pod_namespace, args.pod_name, pod->uid, args.node);
+  const std::map<std::string, std::string> annotations = {
+      {names.gpu_assignment, EncodeAssignment(*assignment)},
+      {names.gpu_assume_time, EncodeAssumeTime(assume_ns)}};
+  kube::ApiResult bound =
+      client_->BindPod(args.pod_namespace, args.pod_name, pod->uid, args.node, annotations);
   if (!bound.ok()) {
     cache_.Unreserve(key, pod->uid);
-    kube::MetadataPatch undo;
-    undo.annotations[names.gpu_assignment] = std::nullopt;
-    undo.annotations[names.gpu_assume_time] = std::nullopt;
-    if (kube::ApiResult r = client_->PatchPodMetadata(args.pod_namespace, args.pod_name, undo); !r.ok())
-      spdlog::warn("pod={} cannot remove its unused {}: {}", key, names.gpu_assignment, r.message());
     spdlog::info("bind pod={} node={}: binding failed: {}", key, args.node, bound.message());
     return "cannot bind pod " + key + " to node " + args.node + ": " + bound.message();
   }
   metrics_.ForgetBlocked(pod->uid);
   const std::string cards = Describe(*assignment);
-  spdlog::info("bound pod={} node={} cards={}", key, args.node, cards);
-  if (events_)
-    events_->Post(kube::PodReference(args.pod_namespace, args.pod_name, pod->uid), "Normal", "GPUAssigned",
-                  "Assigned to node " + args.node + " with cards " + cards);
+  const kube::Posted event =
+      events_ ? events_->Post(kube::PodReference(args.pod_namespace, args.pod_name, pod->uid), "Normal",
+                              "GPUAssigned", "Assigned to node " + args.node + " with cards " + cards)
+              : kube::Posted::kSkipped;
+  spdlog::info("bound pod={} node={} cards={} event={}", key, args.node, cards,
+               events_ ? kube::Describe(event) : "none (no event queue)");
   return "";
 }
+
+kube::EventCounts Extender::EventCounts() const { return events_ ? events_->Counts() : kube::EventCounts{}; }
 
 std::map<std::string, MetaVictims> Extender::Preempt(const PreemptArgs& args) {
   const Result<PodRequest>& pod = args.pod->request;

@@ -1,12 +1,15 @@
-// The four extender verbs over the cache: filter and prioritize read one snapshot; bind chooses cards,
-// records them on the pod (D/gpu-assignment, D/gpu-assume-time, conditional on the pod's resourceVersion)
-// and creates the Binding - two API calls - keeping the cache's reservation only when both succeeded, and
-// queues an Event; preempt keeps the nodes where evicting the proposed victims frees enough per-card
-// capacity. The verbs take the pod read at the HTTP edge (Read: common/pod_facts.h, once per uid and
-// resourceVersion, with the annotations of its workload as the pod informer resolved them, so no request
-// calls the API server for them); prioritize and bind reuse what filter read, and bind takes the
-// resourceVersion from it instead of reading the pod; on a 409 it reads the pod again and retries, a bounded
-// number of times.
+// The extender verbs over the cache: filter answers every candidate node that fits (and why the others do
+// not), prioritize scores them; choose is filter for one call per pod: it decides and scores the candidates
+// as filter and prioritize would, holds the cards of the best node (ClusterCache::Hold) and answers that node
+// alone, so kube-scheduler needs no prioritize and binds exactly where mgpu's policy says. Bind takes the
+// chosen node's held cards (or chooses them: Reserve) and creates the Binding with D/gpu-assignment and
+// D/gpu-assume-time as its annotations - one API call, which the API server applies with spec.nodeName in
+// one update, conditional on the pod's uid - keeping the cache's reservation only when it succeeded, and
+// posts a GPUAssigned Event (sampled: kube::EventQueue; the log line says when it was not). Preempt keeps
+// the nodes where evicting the proposed victims frees enough per-card capacity. The verbs take the pod read
+// at the HTTP edge (Read: common/pod_facts.h, once per uid and resourceVersion, with the annotations of its
+// workload as the pod informer resolved them, so no request calls the API server for them); prioritize and
+// bind reuse what filter or choose read.
 #pragma once
 
 #include <chrono>
@@ -50,11 +53,18 @@ class Extender {
   PodReader Reader() {
     return [this](const nlohmann::json& pod) { return Read(pod); };
   }
+  // Forgets what Read remembered of pod `uid` (the pod informer saw it deleted): a deleted pod's facts are
+  // not kept until kRememberedPods newer pods push them out.
+  void Forget(const std::string& uid);
 
   FilterResult Filter(const ExtenderArgs& args);
+  // One node passes: the one mgpu chooses, its cards held for the bind. When no node fits: as Filter.
+  FilterResult Choose(const ExtenderArgs& args);
   std::vector<HostScore> Prioritize(const ExtenderArgs& args);
   // "" on success, else the sentence the scheduler shows.
   std::string Bind(const BindArgs& args);
+  // The GPUAssigned events so far, by outcome (none without an event queue).
+  kube::EventCounts EventCounts() const;
   std::map<std::string, MetaVictims> Preempt(const PreemptArgs& args);
 
  private:
@@ -63,6 +73,7 @@ class Extender {
   FactsRef ReadNow(const nlohmann::json& pod);
   FactsRef Remembered(const std::string& uid);
   void Remember(FactsRef facts);
+  std::string BindPod(const BindArgs& args);
   std::string BindWithCards(const BindArgs& args, FactsRef pod);
   // After a filter: a GPU pod that no candidate node takes though the free capacity would hold it
   // (common/cluster_defrag.h's ShortfallIn) is noted for /metrics; any other forgotten.
@@ -77,7 +88,9 @@ class Extender {
   DecisionMemo memo_;
   kube::EventQueue* events_;
   static constexpr size_t kRememberedPods = 8192;
-  static constexpr int kConflictRetries = 3;
+  // Choose tries to hold the cards of this many of the best nodes before it answers the best one unheld
+  // (whose bind then waits out an ambiguous pair, as after filter and prioritize).
+  static constexpr size_t kHoldTries = 8;
   std::mutex facts_mu_;
   std::unordered_map<std::string, FactsRef> facts_;  // by uid
   std::deque<std::string> facts_order_;

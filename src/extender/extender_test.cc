@@ -76,12 +76,26 @@ TEST_F(ExtenderTest, FilterGivesEveryFailingNodeAReason) {
   EXPECT_EQ(r.passed[0], 1u);
   EXPECT_EQ(r.passed[1], 2u);
   ASSERT_EQ(r.failed.count("full"), 1u);
-  EXPECT_NE(r.failed.at("full").find("full-gpu0"), std::string::npos) << r.failed.at("full");
+  EXPECT_EQ(r.failed.at("full"), "no mgpu card free for 30 percent core and 4096 MiB");
   EXPECT_NE(r.failed.at("cpu-only").find("gpu-inventory"), std::string::npos);
   EXPECT_TRUE(r.unresolvable.empty());
   EXPECT_NE(metrics_.Render(*cache_.Snapshot())
                 .find("mgpu_extender_filter_failures_total{reason=\"insufficient\"} 1"),
             std::string::npos);
+}
+
+// A pod read at the edge is remembered for the verbs that follow (the same facts for the same version), and
+// forgotten once the informer sees it deleted.
+TEST_F(ExtenderTest, ReadRemembersAPodUntilItIsForgotten) {
+  json pod = Pod("p", 30, 4096);
+  pod["metadata"]["resourceVersion"] = "7";
+  const std::shared_ptr<const PodFacts> first = extender_.Read(pod);
+  ASSERT_FALSE(first->uid.empty());
+  EXPECT_EQ(extender_.Read(pod), first) << "remembered";
+  extender_.Forget(first->uid);
+  const std::shared_ptr<const PodFacts> again = extender_.Read(pod);
+  EXPECT_NE(again, first) << "read again once forgotten";
+  EXPECT_EQ(again->key, first->key);
 }
 
 TEST_F(ExtenderTest, MetricsReportClusterRatiosAndPodShares) {
@@ -299,7 +313,7 @@ TEST_F(ServerTest, RecordedFilterAndPrioritizeInBothModes) {
     } else {
       EXPECT_EQ(reply["Nodes"], want["Nodes"]);
     }
-    EXPECT_EQ(reply["Error"], "");
+    EXPECT_EQ(reply.value("Error", ""), "");
     auto prioritize =
         client_->Post("/prioritize", Fixture(prefix + "-prioritize-002.json"), "application/json");
     ASSERT_TRUE(prioritize);

@@ -35,9 +35,9 @@ void Metrics::CountBindWait() {
   ++bind_waits_;
 }
 
-void Metrics::CountBindConflictRetry() {
+void Metrics::CountBindFailure() {
   std::lock_guard lock(mu_);
-  ++bind_conflict_retries_;
+  ++bind_failures_;
 }
 
 bool Metrics::NoteBlocked(const std::string& uid, const std::string& pod) {
@@ -98,10 +98,10 @@ std::string Metrics::Render(const ClusterView& view) const {
            "# TYPE mgpu_extender_bind_waits_total counter\n"
            "mgpu_extender_bind_waits_total "
         << bind_waits_
-        << "\n# HELP mgpu_extender_bind_conflict_retries_total Binds retried after a stale "
-           "resourceVersion.\n# TYPE mgpu_extender_bind_conflict_retries_total counter\n"
-           "mgpu_extender_bind_conflict_retries_total "
-        << bind_conflict_retries_ << '\n';
+        << "\n# HELP mgpu_extender_bind_failures_total Binds answered with an error (kube-scheduler "
+           "retries the pod).\n# TYPE mgpu_extender_bind_failures_total counter\n"
+           "mgpu_extender_bind_failures_total "
+        << bind_failures_ << '\n';
     const auto now = now_();
     std::erase_if(blocked_, [&](const auto& entry) { return now - entry.second.noted > kBlockedFor; });
     std::set<std::string> pods;  // in name order

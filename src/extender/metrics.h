@@ -1,5 +1,5 @@
 // The extender's Prometheus text (/metrics): requests and latency histograms per verb, filter failures by
-// reason, and the per-card allocation of the cache's view. Thread-safe.
+// reason, binds that waited or failed, and the per-card allocation of the cache's view. Thread-safe.
 #pragma once
 
 #include <array>
@@ -23,8 +23,8 @@ class Metrics {
   void CountFilterFailure(std::string_view reason, uint64_t nodes = 1);
   // A bind that had to wait for an ambiguous pair to resolve (DESIGN §5.5).
   void CountBindWait();
-  // A bind whose annotation write met a stale resourceVersion and was retried.
-  void CountBindConflictRetry();
+  // A bind answered with an error (kube-scheduler retries the pod).
+  void CountBindFailure();
   uint64_t bind_waits() const;
   // A GPU pod that fit none of its candidate nodes at its latest filter though the free capacity of the nodes
   // it may use would hold it (fragmentation; kubectl mgpu defrag --dry-run plans the moves that make room).
@@ -56,7 +56,7 @@ class Metrics {
   std::map<std::string, Histogram> latency_;
   std::map<std::string, uint64_t> filter_failures_;
   uint64_t bind_waits_ = 0;
-  uint64_t bind_conflict_retries_ = 0;
+  uint64_t bind_failures_ = 0;
   mutable std::map<std::string, Blocked> blocked_;  // by pod uid; expired ones are dropped when rendering
 };
 

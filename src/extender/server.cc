@@ -1,6 +1,7 @@
 #include "extender/server.h"
 
 #include <httplib.h>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -17,6 +18,15 @@ using nlohmann::json;
 constexpr char kJson[] = "application/json";
 
 constexpr char kDaemon[] = "mgpu-scheduler-extender";
+
+// The heap the allocator has handed out and not had back (glibc's mallinfo2: in use in its arenas plus its
+// own mmaps), the part of RSS that the cache of pods and nodes makes up: per-pod memory is stated with it.
+std::string RenderHeap() {
+  const struct mallinfo2 info = mallinfo2();
+  return "# HELP mgpu_extender_heap_bytes Heap in use (malloc's arenas and mmaps), not counting freed memory "
+         "the allocator keeps.\n# TYPE mgpu_extender_heap_bytes gauge\nmgpu_extender_heap_bytes " +
+         std::to_string(info.uordblks + info.hblkhd) + "\n";
+}
 
 }  // namespace
 
@@ -74,19 +84,25 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
     if (ready) return extender_.Reader();
     return [](const nlohmann::json&) { return std::shared_ptr<const PodFacts>(); };
   };
-  s.Post("/filter", verb("filter", [this, bad_request, not_ready, kNotReady, reader](
-                                       const httplib::Request& req, httplib::Response& res) {
-           const bool ready = !not_ready();
-           Result<ExtenderArgs> args = ExtenderArgs::Parse(req.body, reader(ready));
-           if (!args.ok()) return bad_request(res, args.message());
-           FilterResult result;
-           if (!ready) {
-             result.error = kNotReady;
-           } else {
-             result = extender_.Filter(*args);
-           }
-           res.set_content(EncodeFilterResult(*args, result), kJson);
-         }));
+  // filter and choose take kube-scheduler's filter arguments and answer its filter reply.
+  const auto filter = [this, bad_request, not_ready, kNotReady,
+                       reader](FilterResult (Extender::*decide)(const ExtenderArgs&)) {
+    return [this, bad_request, not_ready, kNotReady, reader, decide](const httplib::Request& req,
+                                                                     httplib::Response& res) {
+      const bool ready = !not_ready();
+      Result<ExtenderArgs> args = ExtenderArgs::Parse(req.body, reader(ready));
+      if (!args.ok()) return bad_request(res, args.message());
+      FilterResult result;
+      if (!ready) {
+        result.error = kNotReady;
+      } else {
+        result = (extender_.*decide)(*args);
+      }
+      res.set_content(EncodeFilterResult(*args, result), kJson);
+    };
+  };
+  s.Post("/filter", verb("filter", filter(&Extender::Filter)));
+  s.Post("/choose", verb("choose", filter(&Extender::Choose)));
   s.Post("/prioritize", verb("prioritize", [this, bad_request, not_ready, kNotReady, reader](
                                                const httplib::Request& req, httplib::Response& res) {
            const bool ready = !not_ready();
@@ -129,7 +145,8 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.Render(*cache_.Snapshot()) + RenderReadiness(!ready_ || ready_()) +
-                        RenderHttpRefusals("mgpu_extender", server_->Refusals()),
+                        RenderHttpRefusals("mgpu_extender", server_->Refusals()) +
+                        kube::RenderEventCounts("mgpu_extender", extender_.EventCounts()) + RenderHeap(),
                     "text/plain; version=0.0.4");
   });
   s.Get("/v1/nodes", [this](const httplib::Request&, httplib::Response& res) {

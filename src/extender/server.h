@@ -1,10 +1,11 @@
-// The extender's HTTP server (cpp-httplib, a thread pool): POST /filter, /prioritize, /bind, /preempt
-// (kube-scheduler's JSON contract: 200 with Error set for scheduling errors, 400 for malformed requests, 413
-// for bodies over extender.max_body_bytes), POST /validate (the admission webhook, admission.h, which needs
-// no cache and answers whether ready or not) and GET /healthz, /readyz, /metrics, /v1/nodes. While `ready` is
-// false the verbs refuse (filter and bind with Error set, prioritize and preempt with 503). A handler never
-// throws out of the server: an unexpected exception is answered 500 and logged. Connections are bounded as
-// common/http_server.h says, by extender.httpWorkers, httpRequestTimeoutMs and httpConnectionsPerClient.
+// The extender's HTTP server (cpp-httplib, a thread pool): POST /filter, /choose, /prioritize, /bind,
+// /preempt (kube-scheduler's JSON contract: 200 with Error set for scheduling errors, 400 for malformed
+// requests, 413 for bodies over extender.max_body_bytes), POST /validate (the admission webhook, admission.h,
+// which needs no cache and answers whether ready or not) and GET /healthz, /readyz, /metrics, /v1/nodes.
+// While `ready` is false the verbs refuse (filter, choose and bind with Error set, prioritize and preempt
+// with 503). A handler never throws out of the server: an unexpected exception is answered 500 and logged.
+// Connections are bounded as common/http_server.h says, by extender.httpWorkers, httpRequestTimeoutMs and
+// httpConnectionsPerClient.
 #pragma once
 
 #include <functional>

@@ -163,7 +163,7 @@ std::string EncodeFilterResult(const ExtenderArgs& args, const FilterResult& res
       if (i) out += ',';
       out += args.node_items[result.passed[i]];
     }
-    out += "]},\"NodeNames\":null";
+    out += "]}";
   } else {
     out.reserve(64 + result.passed.size() * 24);
     out = "{\"NodeNames\":[";
@@ -173,7 +173,10 @@ std::string EncodeFilterResult(const ExtenderArgs& args, const FilterResult& res
     }
     out += ']';
   }
+  // What is empty is left out (kube-scheduler decodes an absent field as empty): choose's answer is one
+  // node name.
   const auto append_map = [&out](const char* key, const std::map<std::string, std::string>& map) {
+    if (map.empty()) return;
     out += key;
     char separator = '{';
     for (const auto& [node, reason] : map) {
@@ -183,12 +186,14 @@ std::string EncodeFilterResult(const ExtenderArgs& args, const FilterResult& res
       out += ':';
       AppendReason(out, reason);
     }
-    out += map.empty() ? "{}" : "}";
+    out += '}';
   };
   append_map(",\"FailedNodes\":", result.failed);
   append_map(",\"FailedAndUnresolvableNodes\":", result.unresolvable);
-  out += ",\"Error\":";
-  AppendReason(out, result.error);
+  if (!result.error.empty()) {
+    out += ",\"Error\":";
+    AppendReason(out, result.error);
+  }
   out += '}';
   return out;
 }

@@ -44,6 +44,7 @@ struct ExtenderArgs {
 struct FilterResult : FilterVerdicts {
   std::string error;
 };
+// The filter reply; empty maps and an empty Error are left out (kube-scheduler reads them as empty).
 std::string EncodeFilterResult(const ExtenderArgs& args, const FilterResult& result);
 
 struct HostScore {

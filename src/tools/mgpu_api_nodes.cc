@@ -5,7 +5,9 @@
 // gpu.* labels (the plugin's own NodeMetadata), and the label mgpu.io/api-only=true. Its Lease in
 // kube-node-lease is renewed every --lease-renew-s, as a kubelet does, so the node lifecycle controller keeps
 // it Ready. With --confirm-after-ms, it also stands in for the nodes' device plugins: that long after it
-// sees a pod bound to one of its nodes with a D/gpu-assignment, it writes the assignment as D/gpu-allocated.
+// sees a pod bound to one of its nodes with a D/gpu-assignment, it writes the assignment as D/gpu-allocated
+// and, as the plugin does, a GPUAllocated Event per container (the API writes a GPU pod costs, counted by
+// bench/realcluster_bind.sh).
 // Runs until SIGTERM; nodes that exist already are updated, not recreated.
 //   mgpu-api-nodes --kubeconfig FILE --nodes N [--cards 2x24576[,8x81920,...]] [--config FILE]
 //                  [--prefix api-node-] [--confirm-after-ms MS] [--lease-renew-s 20]
@@ -25,9 +27,11 @@
 #include <vector>
 
 #include "common/background.h"
+#include "common/codec.h"
 #include "common/config.h"
 #include "common/daemon.h"
 #include "common/kube/client.h"
+#include "common/kube/event_queue.h"
 #include "common/kube/informer.h"
 #include "common/kube/kubeconfig.h"
 #include "deviceplugin/devices.h"
@@ -176,6 +180,7 @@ class ApiNodes {
     if (informer_) informer_->Stop();
     confirmer_.Stop();
     leases_.Stop();
+    events_.Stop();
   }
 
  private:
@@ -249,8 +254,17 @@ class ApiNodes {
       patch.annotations[names.gpu_allocated] = next.assignment;
       kube::ApiResult patched =
           client_.PatchPodMetadata(next.key.substr(0, slash), next.key.substr(slash + 1), patch);
-      if (!patched.ok() && !patched.IsNotFound())
-        spdlog::warn("pod={} gpu-allocated not written: {}", next.key, patched.message());
+      if (!patched.ok()) {
+        if (!patched.IsNotFound())
+          spdlog::warn("pod={} gpu-allocated not written: {}", next.key, patched.message());
+        continue;
+      }
+      Result<Assignment> allocated = DecodeAssignment(next.assignment);
+      for (const ContainerAssignment& c :
+           allocated.ok() ? allocated->containers : std::vector<ContainerAssignment>{})
+        events_.Post(kube::PodReference(next.key.substr(0, slash), next.key.substr(slash + 1),
+                                        kube::MetadataString(*patched, "uid")),
+                     "Normal", "GPUAllocated", "allocated the assigned cards to container " + c.container);
     }
   }
 
@@ -273,6 +287,9 @@ class ApiNodes {
   BackgroundThread confirmer_{mu_, due_changed_};
   std::set<std::string> seen_;  // pods already queued (each is confirmed once)
   std::deque<Due> due_;         // in time order: every entry waits the same delay
+  // One plugin per node would each create its events; so does this one queue, unsampled.
+  kube::EventQueue events_{client_, "mgpu-device-plugin",
+                           kube::EventLimits{.per_second = 0, .capacity = 100000}};
 };
 
 }  // namespace

@@ -430,18 +430,33 @@ TEST_F(Deploy, SchedulerConfigsMatchWhatTheExtenderServesAndThePluginRegisters) 
     }
     EXPECT_TRUE(e.value("nodeCacheCapable", false)) << "the extender keeps its own node cache";
 
-    for (const char* verb : {"filterVerb", "prioritizeVerb", "bindVerb", "preemptVerb"}) {
+    // One call per pod as shipped (choose, no prioritizeVerb); the two-verb mode the comments describe
+    // (filter and prioritize) is served as well.
+    EXPECT_EQ(e.value("filterVerb", ""), "choose");
+    EXPECT_FALSE(e.contains("prioritizeVerb")) << "choose answers one node: nothing to score";
+    for (const char* verb : {"filterVerb", "bindVerb", "preemptVerb"}) {
       ASSERT_TRUE(e.contains(verb)) << verb;
       httplib::Result res = http.Post("/" + e[verb].get<std::string>(), "{}", "application/json");
       ASSERT_TRUE(res);
       EXPECT_NE(res->status, 404) << verb << " " << e[verb] << " is not served by the extender";
+    }
+    for (const char* path : {"/filter", "/prioritize"}) {
+      httplib::Result res = http.Post(path, "{}", "application/json");
+      ASSERT_TRUE(res);
+      EXPECT_NE(res->status, 404) << path << " is not served by the extender";
     }
     std::set<std::string> managed;
     for (const json& r : e["managedResources"]) {
       managed.insert(r.value("name", ""));
       EXPECT_FALSE(r.value("ignoredByScheduler", true)) << "kube-scheduler must also check node allocatable";
     }
-    EXPECT_EQ(managed, registered);
+    // The configured domain's resources, and the Volcengine names too (resourceDomain: vke.volcengine.com
+    // needs no edit here).
+    std::set<std::string> both = registered;
+    Config volcengine = config;
+    volcengine.resource_domain = "vke.volcengine.com";
+    for (mgpu::Resource r : mgpu::kAllResources) both.insert(mgpu::FullName(r, volcengine.Names()));
+    EXPECT_EQ(managed, both);
     std::smatch timeout;
     const std::string http_timeout = e.value("httpTimeout", "5s");
     ASSERT_TRUE(std::regex_match(http_timeout, timeout, std::regex(R"((\d+)s)"))) << http_timeout;
@@ -664,7 +679,8 @@ TEST_F(Deploy, AdmissionWebhookIsSafeAndReachesTheExtender) {
     // Only objects asking for an mgpu resource are sent, never mgpu's own namespace nor kube-system.
     ASSERT_TRUE(w["matchConditions"].is_array());
     for (const json& c : w["matchConditions"])
-      EXPECT_NE(c.value("expression", "").find("'" + Config().resource_domain + "/'"), std::string::npos);
+      for (const std::string domain : {Config().resource_domain, std::string("vke.volcengine.com")})
+        EXPECT_NE(c.value("expression", "").find("'" + domain + "/'"), std::string::npos) << domain;
     const std::string selector = w["namespaceSelector"].dump();
     for (const std::string& kept_out : {ns, std::string("kube-system")})
       EXPECT_NE(selector.find("\"" + kept_out + "\""), std::string::npos) << selector;

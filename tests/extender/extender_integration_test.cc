@@ -100,16 +100,15 @@ TEST_F(ExtenderIntegration, BindRecordsCardsBindsAndReportsAnEvent) {
       "");
 }
 
-// Bind after filter is two API calls: the annotation PATCH (conditional on the resourceVersion filter saw)
-// and the Binding; a 409 on the PATCH (the scheduler's own status write, say) reads the pod again and
-// retries.
-TEST_F(ExtenderIntegration, BindIsTwoCallsAndRetriesAConflict) {
+// Bind is one API call: the Binding carries the cards (D/gpu-assignment, D/gpu-assume-time), conditional on
+// the pod's uid only, so a write to the pod between filter and bind (the scheduler's own status, say) costs
+// nothing more.
+TEST_F(ExtenderIntegration, BindIsOneCallWithTheCardsOnTheBinding) {
   ASSERT_TRUE(api_.Create("nodes", Node("n1", 2)).ok());
   ASSERT_TRUE(api_.Create("pods", Pod("p", 30, 4096)).ok());
   ASSERT_TRUE(api_.Create("pods", Pod("q", 30, 4096)).ok());
   auto daemon = StartDaemon();
   const auto bind = [&](const std::string& name) {
-    Post(*daemon, "/filter", {{"Pod", StoredPod(name)}, {"NodeNames", {"n1"}}});
     const size_t before = api_.requests().size();
     const json reply = Post(*daemon, "/bind",
                             {{"PodName", name},
@@ -121,28 +120,75 @@ TEST_F(ExtenderIntegration, BindIsTwoCallsAndRetriesAConflict) {
     const auto requests = api_.requests();
     for (size_t i = before; i < requests.size(); ++i)
       if (!requests[i].watch && requests[i].path.find("/pods/" + name) != std::string::npos)
-        calls.push_back(requests[i].method);
+        calls.push_back(requests[i].method + " " + requests[i].path);
     return calls;
   };
-  EXPECT_EQ(bind("p"), (std::vector<std::string>{"PATCH", "POST"}));
-  // The pod changes after filter read it: the PATCH meets a stale resourceVersion.
+  Post(*daemon, "/filter", {{"Pod", StoredPod("p")}, {"NodeNames", {"n1"}}});
+  EXPECT_EQ(bind("p"), (std::vector<std::string>{"POST /api/v1/namespaces/default/pods/p/binding"}));
+  const json p = StoredPod("p");
+  EXPECT_EQ(p["spec"]["nodeName"], "n1");
+  EXPECT_EQ(DecodeAssignment(p["metadata"]["annotations"][names_.gpu_assignment].get<std::string>()).value(),
+            OneCard("n1-gpu0", 30, 4096));
+  EXPECT_TRUE(p["metadata"]["annotations"].contains(names_.gpu_assume_time));
+  // The pod changes after filter read it: still one call.
   Post(*daemon, "/filter", {{"Pod", StoredPod("q")}, {"NodeNames", {"n1"}}});
   ASSERT_TRUE(api_.MergePatch("pods", "default", "q", {{"status", {{"conditions", json::array()}}}}).ok());
-  const size_t before = api_.requests().size();
-  const json reply = Post(*daemon, "/bind",
-                          {{"PodName", "q"},
-                           {"PodNamespace", "default"},
-                           {"PodUID", StoredPod("q")["metadata"]["uid"]},
-                           {"Node", "n1"}});
-  EXPECT_EQ(reply["Error"], "") << reply.dump();
-  std::vector<std::string> calls;
-  const auto requests = api_.requests();
-  for (size_t i = before; i < requests.size(); ++i)
-    if (!requests[i].watch && requests[i].path.find("/pods/q") != std::string::npos)
-      calls.push_back(requests[i].method);
-  EXPECT_EQ(calls, (std::vector<std::string>{"PATCH", "GET", "PATCH", "POST"}));
+  EXPECT_EQ(bind("q"), (std::vector<std::string>{"POST /api/v1/namespaces/default/pods/q/binding"}));
   EXPECT_EQ(StoredPod("q")["spec"]["nodeName"], "n1");
   EXPECT_EQ(daemon->cache().Snapshot()->Find("n1")->state.cards[0].usage.core, 60);
+}
+
+// choose answers the one node mgpu ranks best (prioritize's highest score; equal scores: kube-scheduler's
+// order of the candidates), holds its cards at once so the next choice sees them taken, and the bind takes
+// exactly those cards. When no node fits it answers as filter: every node with its reason.
+TEST_F(ExtenderIntegration, ChooseAnswersTheBestNodeAloneAndItsBindTakesTheHeldCards) {
+  ASSERT_TRUE(api_.Create("nodes", Node("n1", 1, 16384)).ok());
+  ASSERT_TRUE(api_.Create("nodes", Node("n2", 1, 16384)).ok());
+  ASSERT_TRUE(api_.Create("nodes", Node("n3", 1, 16384)).ok());
+  ASSERT_TRUE(api_.Create("pods", Placed(Pod("running", 50, 4096), "n2", names_.gpu_allocated,
+                                         OneCard("n2-gpu0", 50, 4096)))
+                  .ok());
+  ASSERT_TRUE(api_.Create("pods", Pod("a", 30, 4096)).ok());
+  ASSERT_TRUE(api_.Create("pods", Pod("b", 30, 4096)).ok());
+  ASSERT_TRUE(api_.Create("pods", Pod("big", 100, 20000)).ok());
+  auto daemon = StartDaemon();
+  const json nodes = {"n1", "n2", "n3"};
+  const json scores = Post(*daemon, "/prioritize", {{"Pod", StoredPod("a")}, {"NodeNames", nodes}});
+  std::string best;
+  int best_score = -1;
+  for (const json& s : scores)
+    if (s["Score"].get<int>() > best_score) best = s["Host"], best_score = s["Score"];
+  const json chosen = Post(*daemon, "/choose", {{"Pod", StoredPod("a")}, {"NodeNames", nodes}});
+  ASSERT_EQ(chosen["NodeNames"], json::array({best})) << chosen.dump() << " " << scores.dump();
+  EXPECT_TRUE(chosen.value("FailedNodes", json()).is_null()) << "the smallest answer: nothing else to decode";
+  EXPECT_EQ(best, "n2") << "binpack-like policies fill the used card first";
+  EXPECT_EQ(daemon->cache().Snapshot()->Find("n2")->state.cards[0].usage.core, 80) << "held before the bind";
+  // b no longer fits n2 (80 + 30 > 100): the hold counts.
+  const json next = Post(*daemon, "/choose", {{"Pod", StoredPod("b")}, {"NodeNames", nodes}});
+  ASSERT_EQ(next["NodeNames"].size(), 1u);
+  EXPECT_NE(next["NodeNames"][0], "n2");
+  const size_t before = api_.requests().size();
+  EXPECT_EQ(Post(*daemon, "/bind",
+                 {{"PodName", "a"},
+                  {"PodNamespace", "default"},
+                  {"PodUID", StoredPod("a")["metadata"]["uid"]},
+                  {"Node", "n2"}})["Error"],
+            "");
+  int api_calls = 0;
+  for (size_t i = before; i < api_.requests().size(); ++i) api_calls += !api_.requests()[i].watch;
+  EXPECT_EQ(api_calls, 1) << "the Binding alone";
+  EXPECT_EQ(
+      DecodeAssignment(StoredPod("a")["metadata"]["annotations"][names_.gpu_assignment].get<std::string>())
+          .value(),
+      OneCard("n2-gpu0", 30, 4096));
+  EXPECT_EQ(daemon->cache().Snapshot()->Find("n2")->state.cards[0].usage.core, 80) << "counted once";
+  // More memory than any card has fits nowhere: every node with its reason, in kube-scheduler's words, the
+  // same for every node that fails for the same cause (kube-scheduler counts them: "3 no mgpu card ...").
+  const json none = Post(*daemon, "/choose", {{"Pod", StoredPod("big")}, {"NodeNames", nodes}});
+  EXPECT_TRUE(none.value("NodeNames", json()).is_null() || none["NodeNames"].empty()) << none.dump();
+  ASSERT_EQ(none["FailedNodes"].size(), 3u) << none.dump();
+  for (const auto& [node, reason] : none["FailedNodes"].items())
+    EXPECT_EQ(reason, "no mgpu card free for 100 percent core and 20000 MiB") << node;
 }
 
 TEST_F(ExtenderIntegration, FailedBindingRollsBackTheCacheAndTheAnnotation) {

@@ -8,8 +8,8 @@
 // over-committed and every running mgpu container's environment matches its pod's gpu-allocated.
 // One cluster serves the whole suite (bringing it up takes about a minute); the tests use the namespace
 // default and delete their pods. Skipped, and ctest says so, without the Kubernetes binaries.
-// The seed scenarios run with their resource domain replaced by mgpu.io (deploy/'s kube-scheduler
-// configuration manages mgpu.io's resources) and their images by the test workload image.
+// The seed scenarios run with their images replaced by the test workload image, once with their resource
+// domain replaced by mgpu.io's and once unchanged under resourceDomain: vke.volcengine.com.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -19,6 +19,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "common/codec.h"
 #include "common/config.h"
@@ -160,8 +161,8 @@ class RealCluster : public ::testing::Test {
 
   static std::optional<Assignment> Allocated(const json& pod) {
     const json annotations = pod["metadata"].value("annotations", json::object());
-    if (!annotations.contains(kNames.gpu_allocated)) return std::nullopt;
-    Result<Assignment> a = DecodeAssignment(annotations[kNames.gpu_allocated].get<std::string>());
+    if (!annotations.contains(names_.gpu_allocated)) return std::nullopt;
+    Result<Assignment> a = DecodeAssignment(annotations[names_.gpu_allocated].get<std::string>());
     return a.ok() ? std::optional<Assignment>(*a) : std::nullopt;
   }
 
@@ -215,7 +216,7 @@ class RealCluster : public ::testing::Test {
       const std::string name = pod["metadata"].value("name", "");
       if (pod["status"].value("phase", "") != "Running") continue;
       const std::optional<Assignment> allocated = Allocated(pod);
-      if (!pod["metadata"].value("annotations", json::object()).contains(kNames.gpu_assignment)) continue;
+      if (!pod["metadata"].value("annotations", json::object()).contains(names_.gpu_assignment)) continue;
       ASSERT_TRUE(allocated) << name << " runs without gpu-allocated";
       const std::map<std::string, std::string> env = PrintedEnv(name);
       for (const ContainerAssignment& c : allocated->containers) {
@@ -245,12 +246,13 @@ class RealCluster : public ::testing::Test {
     }
   }
 
-  // The seed scenario `file` with mgpu.io for vke.volcengine.com and the workload image for the images.
-  static std::vector<json> Seed(const std::string& file) {
+  // The seed scenario `file` with the workload image for the images and, unless `volcengine`, mgpu.io for
+  // vke.volcengine.com (the daemons' resourceDomain while the suite runs, but for the test that sets it).
+  static std::vector<json> Seed(const std::string& file, bool volcengine = false) {
     Result<std::string> text = ReadFile(kSeeds + file);
     EXPECT_TRUE(text.ok()) << text.message();
     std::string yaml = text.ok() ? *text : "";
-    for (size_t at; (at = yaml.find("vke.volcengine.com")) != std::string::npos;)
+    for (size_t at; !volcengine && (at = yaml.find("vke.volcengine.com")) != std::string::npos;)
       yaml.replace(at, 18, "mgpu.io");
     Result<std::vector<json>> docs = YamlDocumentsToJson(yaml);
     EXPECT_TRUE(docs.ok()) << docs.message();
@@ -296,46 +298,208 @@ class RealCluster : public ::testing::Test {
     return names;
   }
 
+  // Runs `command` through the cluster's environment file (KUBECONFIG, the ports, MGPU_K8S_BIN); the kubectl
+  // of the cluster is `$K`.
+  static Output InCluster(const std::string& command) {
+    return Shell(". " + state_ + "/env && K=\"$MGPU_K8S_BIN/kubectl\" && " + command);
+  }
+
+  // Changes one line of the daemons' config.yaml in the ConfigMap mgpu-config (the operator's edit of
+  // deploy/base/config.yaml), then restarts the extender and, with `plugin`, the device plugin, and waits
+  // until both serve again.
+  static ::testing::AssertionResult ChangeConfig(const std::string& from, const std::string& to,
+                                                 bool plugin) {
+    const Output replaced =
+        InCluster("$K -n mgpu-system get configmap mgpu-config -o yaml | grep -q '" + from +
+                  "' && $K -n mgpu-system get configmap mgpu-config -o yaml | sed 's|" + from + "|" + to +
+                  "|' | $K replace -f -");
+    if (replaced.rc != 0)
+      return ::testing::AssertionFailure() << "mgpu-config has no '" << from << "': " << replaced.out;
+    // One replica on the node's own port: the old extender goes before the new one comes.
+    const Output restarted = InCluster(
+        "$K -n mgpu-system scale deployment/mgpu-scheduler-extender --replicas 0 && "
+        "$K -n mgpu-system wait --for=delete pod -l app.kubernetes.io/name=mgpu-scheduler-extender "
+        "--timeout=120s && " +
+        std::string(plugin ? "$K -n mgpu-system delete pod -l app.kubernetes.io/name=mgpu-device-plugin "
+                             "--wait=true --timeout=120s && "
+                           : "") +
+        "$K -n mgpu-system scale deployment/mgpu-scheduler-extender --replicas 1 && "
+        "$K -n mgpu-system rollout status deployment/mgpu-scheduler-extender --timeout=120s && "
+        "$K -n mgpu-system rollout status daemonset/mgpu-device-plugin --timeout=120s");
+    if (restarted.rc != 0)
+      return ::testing::AssertionFailure() << "the daemons did not restart: " << restarted.out;
+    if (plugin && !WaitUntil(PluginServes, kWait))
+      return ::testing::AssertionFailure() << "the restarted plugin did not register";
+    return ::testing::AssertionSuccess();
+  }
+
+  // The device plugin's process in its container, sent `signal` (STOP freezes it, CONT thaws it).
+  static ::testing::AssertionResult SignalPlugin(const std::string& signal) {
+    const Output sent = Shell(
+        "for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); case \"$c\" in "
+        "\"/mgpu-device-plugin --config\"*) kill -" +
+        signal + " ${p#/proc/} && echo signalled;; esac; done");
+    if (sent.out.find("signalled") == std::string::npos)
+      return ::testing::AssertionFailure()
+             << "no mgpu-device-plugin process to send SIG" << signal << ": " << sent.out;
+    return ::testing::AssertionSuccess();
+  }
+
+  // The extender's own view of the node's cards (GET /v1/nodes on its HTTPS port).
+  static json ExtenderNodes() {
+    const Output got =
+        InCluster("curl -sk https://$MGPU_CLUSTER_NODE_IP:$MGPU_CLUSTER_EXTENDER_PORT/v1/nodes");
+    return json::parse(got.out, nullptr, false);
+  }
+
+  // The Volcengine seed scenarios (online-offline.yaml, emr-style.yaml), under the Volcengine names or
+  // mgpu.io's: the four replicas of the two Deployments share one card (online 60, offline 60, 16 GiB, the
+  // Deployments' compute policy), the EMR pod lands too, each container holds the cards gpu-allocated names.
+  void ExpectSeedScenariosLand(bool volcengine) {
+    for (const char* file : {"online-offline.yaml", "emr-style.yaml"})
+      for (const json& doc : Seed(file, volcengine)) {
+        kube::ApiResult created = Create(doc);
+        ASSERT_TRUE(created.ok()) << file << ": " << created.message();
+      }
+    ASSERT_TRUE(WaitUntil(
+        [] { return PodsOf("infer-online").size() == 2 && PodsOf("train-offline").size() == 2; }, kWait));
+    std::vector<std::string> pods = PodsOf("infer-online");
+    for (const std::string& p : PodsOf("train-offline")) pods.push_back(p);
+    pods.push_back("spark-executor-1");
+    ASSERT_TRUE(RunningAndAllocated(pods));
+    std::map<std::string, CardUsage> cards;
+    for (const std::string& name : pods) {
+      if (name == "spark-executor-1") continue;
+      const json pod = Pod(name);
+      EXPECT_EQ(pod["spec"].value("nodeName", ""), "localhost");
+      const std::optional<Assignment> allocated = Allocated(pod);
+      ASSERT_TRUE(allocated) << name;
+      for (const ContainerAssignment& c : allocated->containers)
+        for (const CardShare& s : c.cards) {
+          cards[s.uuid].core += s.core;
+          cards[s.uuid].reclaimed_core += s.reclaimed_core;
+          cards[s.uuid].memory_mib += s.memory_mib;
+        }
+    }
+    ASSERT_EQ(cards.size(), 1u) << "the four replicas share one card";
+    EXPECT_EQ(cards.begin()->second.core, 60);
+    EXPECT_EQ(cards.begin()->second.reclaimed_core, 60);
+    EXPECT_EQ(cards.begin()->second.memory_mib, 16384);
+    EXPECT_EQ(PrintedEnv(PodsOf("train-offline").front())["MGPU_QOS_LEVEL"], "offline");
+  }
+
   static inline std::string state_, cluster_, options_, kubectl_, skip_, failure_;
   static inline std::unique_ptr<kube::Client> client_;
+  static inline ResourceNames names_ = kNames;  // the daemons' resource names now
 };
 
-// The Volcengine seed scenarios (online-offline.yaml, emr-style.yaml): the four replicas of the two
-// Deployments share one card (online 60, offline 60, 16 GiB, the Deployments' compute policy), the EMR pod
-// lands too, each container holds the cards gpu-allocated names.
-TEST_F(RealCluster, SeedScenariosLandWhereExpected) {
-  for (const char* file : {"online-offline.yaml", "emr-style.yaml"})
-    for (const json& doc : Seed(file)) {
-      kube::ApiResult created = Create(doc);
-      ASSERT_TRUE(created.ok()) << file << ": " << created.message();
-    }
+// The Volcengine seed scenarios with their resource domain replaced by mgpu.io's (ExpectSeedScenariosLand).
+TEST_F(RealCluster, SeedScenariosLandWhereExpected) { ExpectSeedScenariosLand(/*volcengine=*/false); }
+
+// The same with the Volcengine resource names, as an operator runs them (README, Installing): the one edit
+// resourceDomain: vke.volcengine.com in mgpu-config and a restart of both daemons; deploy/'s scheduler
+// configuration and webhook already name vke.volcengine.com's resources. The manifests run unchanged but for
+// their images. Then mgpu.io again, as the rest of the suite expects.
+TEST_F(RealCluster, SeedScenariosRunUnchangedUnderTheVolcengineNames) {
+  Config volcengine;
+  volcengine.resource_domain = "vke.volcengine.com";
+  ASSERT_TRUE(ChangeConfig("resourceDomain: mgpu.io", "resourceDomain: vke.volcengine.com", /*plugin=*/true));
+  names_ = volcengine.Names();
   ASSERT_TRUE(WaitUntil(
-      [] { return PodsOf("infer-online").size() == 2 && PodsOf("train-offline").size() == 2; }, kWait));
-  std::vector<std::string> pods = PodsOf("infer-online");
-  for (const std::string& p : PodsOf("train-offline")) pods.push_back(p);
-  pods.push_back("spark-executor-1");
-  ASSERT_TRUE(RunningAndAllocated(pods));
-  std::map<std::string, CardUsage> cards;
-  std::set<std::string> policies;
-  for (const std::string& name : pods) {
-    if (name == "spark-executor-1") continue;
-    const json pod = Pod(name);
-    EXPECT_EQ(pod["spec"].value("nodeName", ""), "localhost");
-    const std::optional<Assignment> allocated = Allocated(pod);
-    ASSERT_TRUE(allocated) << name;
-    for (const ContainerAssignment& c : allocated->containers)
-      for (const CardShare& s : c.cards) {
-        cards[s.uuid].core += s.core;
-        cards[s.uuid].reclaimed_core += s.reclaimed_core;
-        cards[s.uuid].memory_mib += s.memory_mib;
-      }
-    policies.insert(PrintedEnv(name)["MGPU_COMPUTE_POLICY"]);
-  }
-  ASSERT_EQ(cards.size(), 1u) << "the four replicas share one card";
-  EXPECT_EQ(cards.begin()->second.core, 60);
-  EXPECT_EQ(cards.begin()->second.reclaimed_core, 60);
-  EXPECT_EQ(cards.begin()->second.memory_mib, 16384);
-  EXPECT_EQ(PrintedEnv(PodsOf("train-offline").front())["MGPU_QOS_LEVEL"], "offline");
+      [] {
+        return !Trimmed(Shell(kubectl_ + " get node localhost -o "
+                                         "jsonpath='{.status.allocatable.vke\\.volcengine\\.com/mgpu-core}'")
+                            .out)
+                    .empty();
+      },
+      kWait))
+      << "node localhost does not advertise vke.volcengine.com/mgpu-core";
+  ExpectSeedScenariosLand(/*volcengine=*/true);
+  ExpectConsistent();
+  Shell(kubectl_ +
+        " delete deployments,pods --all -n default --grace-period=0 --force --wait=true --timeout=60s");
+  names_ = kNames;
+  ASSERT_TRUE(ChangeConfig("resourceDomain: vke.volcengine.com", "resourceDomain: mgpu.io", /*plugin=*/true));
+}
+
+// What the extender's bind relies on (issue 27), checked against kube-apiserver v1.36.2 itself: a Binding's
+// metadata.annotations land on the pod in the same update as spec.nodeName (one watch event, one
+// resourceVersion), so the cards travel with the bind in one call; a Binding whose uid or resourceVersion
+// precondition fails, or for a pod already bound, changes nothing (409). The pods here are bound to a node
+// that does not exist, so no kubelet runs them.
+TEST_F(RealCluster, TheBindingCarriesTheCardsInOneUpdate) {
+  const std::string assignment =
+      EncodeAssignment(Assignment{{ContainerAssignment{"c", {CardShare{"GPU-nowhere-0", 20, 0, 1024}}}}});
+  const std::map<std::string, std::string> cards = {{kNames.gpu_assignment, assignment},
+                                                    {kNames.gpu_assume_time, EncodeAssumeTime(42)}};
+  // No scheduler of this cluster takes these pods: the test binds them itself.
+  const auto unscheduled = [](json pod) {
+    pod["spec"]["schedulerName"] = "no-such-scheduler";
+    return pod;
+  };
+  kube::ApiResult created =
+      Create(unscheduled(MgpuPod("bound-with-cards", 20, 1024, {{"example.com/kept", "yes"}})));
+  ASSERT_TRUE(created.ok()) << created.message();
+  // The pod's uid and version, then every change to it from there.
+  const std::string uid = kube::MetadataString(*created, "uid");
+  std::vector<json> changes;
+  kube::CancelToken cancel;
+  std::thread watcher([&] {
+    kube::WatchOptions options;
+    options.selectors.field_selector = "metadata.name=bound-with-cards";
+    options.resource_version = kube::MetadataString(*created, "resourceVersion");
+    (void)client_->Watch(
+        kube::kPods, "default", options,
+        [&](kube::WatchEvent e) {
+          if (e.type == "MODIFIED") changes.push_back(e.object);
+          return !(e.type == "MODIFIED" && !e.object["spec"].value("nodeName", "").empty());
+        },
+        &cancel);
+  });
+  // The Binding names the pod's uid, as kube-scheduler's own does; another uid is refused.
+  kube::ApiResult wrong = client_->BindPod("default", "bound-with-cards", "not-its-uid", "nowhere", cards);
+  EXPECT_EQ(wrong.http_status(), 409) << wrong.message();
+  kube::ApiResult bound = client_->BindPod("default", "bound-with-cards", uid, "nowhere", cards);
+  if (!bound.ok()) cancel.Cancel();
+  watcher.join();
+  ASSERT_TRUE(bound.ok()) << bound.message();
+  ASSERT_FALSE(changes.empty());
+  for (size_t i = 0; i + 1 < changes.size(); ++i)
+    EXPECT_FALSE(changes[i]["metadata"].value("annotations", json::object()).contains(kNames.gpu_assignment))
+        << "an update before the bind already had the cards: " << changes[i].dump();
+  const json& update = changes.back();  // the bind's one update
+  EXPECT_EQ(update["spec"]["nodeName"], "nowhere");
+  EXPECT_EQ(update["metadata"]["annotations"][kNames.gpu_assignment], assignment);
+  EXPECT_EQ(update["metadata"]["annotations"][kNames.gpu_assume_time], EncodeAssumeTime(42));
+  EXPECT_EQ(update["metadata"]["annotations"]["example.com/kept"], "yes") << "the pod's own annotations stay";
+  bool scheduled = false;
+  for (const json& c : update["status"].value("conditions", json::array()))
+    scheduled |= c.value("type", "") == "PodScheduled" && c.value("status", "") == "True";
+  EXPECT_TRUE(scheduled) << update["status"].dump();
+  // Bound already: refused, and the annotations are those of the first bind.
+  std::map<std::string, std::string> other = cards;
+  other[kNames.gpu_assignment] = "{}";
+  EXPECT_EQ(client_->BindPod("default", "bound-with-cards", uid, "elsewhere", other).http_status(), 409);
+  EXPECT_EQ(Pod("bound-with-cards")["metadata"]["annotations"][kNames.gpu_assignment], assignment);
+  // A Binding conditional on a resourceVersion the pod has left: refused, nothing written.
+  kube::ApiResult second = Create(unscheduled(MgpuPod("stale-binding", 20, 1024)));
+  ASSERT_TRUE(second.ok()) << second.message();
+  const std::string stale = kube::MetadataString(*second, "resourceVersion");
+  ASSERT_TRUE(client_->PatchPodMetadata("default", "stale-binding", {.labels = {{"changed", "yes"}}}).ok());
+  const json binding = {{"apiVersion", "v1"},
+                        {"kind", "Binding"},
+                        {"metadata",
+                         {{"name", "stale-binding"},
+                          {"namespace", "default"},
+                          {"resourceVersion", stale},
+                          {"annotations", cards}}},
+                        {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", "nowhere"}}}};
+  kube::ApiResult refused = client_->Create(
+      kube::ApiResource{"/api/v1", "pods/stale-binding/binding", "Binding"}, "default", binding);
+  EXPECT_EQ(refused.http_status(), 409) << refused.message();
+  const json untouched = Pod("stale-binding");
+  EXPECT_EQ(untouched["spec"].value("nodeName", ""), "");
+  EXPECT_FALSE(untouched["metadata"].value("annotations", json::object()).contains(kNames.gpu_assignment));
 }
 
 // Invalid pods are refused at creation by the real API server calling the extender's webhook (its CEL
@@ -397,6 +561,67 @@ TEST_F(RealCluster, LookAlikesAndAnOfflinePod) {
   for (int i = 0; i < 4; ++i)
     per_card[Allocated(Pod("alike-" + std::to_string(i)))->containers[0].cards[0].uuid]++;
   EXPECT_EQ(per_card.size(), 2u);
+}
+
+// A node's plugin down longer than assignmentTTLSeconds (3 s here): the plugin's process frozen (SIGSTOP:
+// the kubelet's calls into it hang, as with a wedged plugin), pods bound meanwhile sit in admission
+// unallocated past the TTL. (Short, because the DaemonSet's liveness probe restarts a plugin frozen for
+// 20 to 30 s; the test checks it did not.) A bound, live pod keeps its cards however long the plugin takes
+// (DESIGN §5.5), so the extender still counts them, a pod that would only fit on their cards is not placed
+// (kube-scheduler's message says why, in its own sentence), and once the plugin runs again every pod gets
+// exactly its cards.
+TEST_F(RealCluster, APluginDownLongerThanTheAssignmentTtlDoubleBooksNothing) {
+  ASSERT_TRUE(ChangeConfig("assignmentTTLSeconds: 300", "assignmentTTLSeconds: 3", /*plugin=*/false));
+  const int restarts = PluginRestarts();
+  ASSERT_TRUE(SignalPlugin("STOP"));
+  // 3 x 40 percent on two cards of 100: 80 on one, 40 on the other.
+  std::vector<std::string> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back("held-" + std::to_string(i));
+    ASSERT_TRUE(Create(MgpuPod(held.back(), 40, 1024)).ok());
+  }
+  const auto core_in_view = [] {
+    int core = 0;
+    const json nodes = ExtenderNodes();
+    for (const json& node : nodes.is_object() ? nodes.value("nodes", json::array()) : json::array())
+      for (const json& card : node.value("cards", json::array())) core += card.value("core", 0);
+    return core;
+  };
+  const bool bound = WaitUntil(
+      [&] {
+        for (const std::string& name : held)
+          if (Pod(name)["spec"].value("nodeName", "").empty()) return false;
+        return core_in_view() == 120;
+      },
+      kWait);
+  // The scenario is time passing: the assignments grow older than the TTL while the plugin stays down.
+  if (bound) std::this_thread::sleep_for(5s);
+  const int core_after_ttl = core_in_view();
+  kube::ApiResult late = bound ? Create(MgpuPod("late", 70, 1024)) : kube::ApiResult(json());
+  std::string message;
+  const bool refused = bound && late.ok() &&
+                       WaitUntil(
+                           [&] {
+                             for (const json& c : Pod("late")["status"].value("conditions", json::array()))
+                               if (c.value("type", "") == "PodScheduled" && c.value("status", "") == "False")
+                                 message = c.value("message", "");
+                             return !message.empty();
+                           },
+                           kWait);
+  const std::string late_node = Pod("late")["spec"].value("nodeName", "");
+  ASSERT_TRUE(SignalPlugin("CONT"));  // before any assertion can end the test
+  ASSERT_TRUE(bound) << "the held pods were not all bound";
+  EXPECT_EQ(PluginRestarts(), restarts)
+      << "the liveness probe restarted the frozen plugin: the test took too long";
+  EXPECT_EQ(core_after_ttl, 120) << "bound, unallocated pods keep their cards past the TTL";
+  EXPECT_TRUE(refused) << "late was placed on cards the held pods have: " << late_node;
+  EXPECT_NE(message.find("1 no mgpu card free for 70 percent core and 1024 MiB"), std::string::npos)
+      << message;
+  ASSERT_TRUE(RunningAndAllocated(held));
+  EXPECT_EQ(Pod("late")["spec"].value("nodeName", ""), "") << "no room for it";
+  (void)client_->Delete(kube::kPods, "default", "late");
+  ExpectConsistent();
+  ASSERT_TRUE(ChangeConfig("assignmentTTLSeconds: 3", "assignmentTTLSeconds: 300", /*plugin=*/false));
 }
 
 // Each component killed (SIGKILL) and restarted while pods are being created: every pod created after the

@@ -500,9 +500,24 @@ Outcome FakeApiServer::BindLocked(const std::string& ns, const std::string& name
                 "Operation cannot be fulfilled on pods/binding \"" + name + "\": pod " + name +
                     " is already assigned to node \"" + pod["spec"]["nodeName"].get<std::string>() + "\"");
   }
+  const std::string version = kube::MetadataString(binding, "resourceVersion");
+  if (!version.empty() && version != kube::MetadataString(pod, "resourceVersion")) {
+    return Fail(
+        409, "Conflict",
+        "Operation cannot be fulfilled on pods/binding \"" + name +
+            "\": the object has been modified; please apply your changes to the latest version and try "
+            "again");
+  }
   Json old = pod;
   if (!pod.contains("spec") || !pod["spec"].is_object()) pod["spec"] = Json::object();
   pod["spec"]["nodeName"] = node;
+  // As kube-apiserver's pods/binding: the Binding's annotations land on the pod in the same update.
+  const Json* annotations = kube::FindPath(binding, {"metadata", "annotations"});
+  if (annotations && annotations->is_object() && !annotations->empty()) {
+    Json& kept = pod["metadata"]["annotations"];
+    if (!kept.is_object()) kept = Json::object();  // a malformed pod stored raw (StoreRaw) gets a map
+    for (const auto& [key, value] : annotations->items()) kept[key] = value;
+  }
   pod["metadata"]["resourceVersion"] = std::to_string(++rv_);
   RecordLocked("pods", "MODIFIED", pod, std::move(old));
   return {201, StatusJson(201, "", "")};

@@ -43,8 +43,11 @@ void AddReasons(const json& reply, const char* key, std::map<std::string, int>& 
 }  // namespace
 
 SchedulerDriver::SchedulerDriver(kube::Client& client, std::string extender_url,
-                                 std::vector<std::string> managed)
-    : client_(client), url_(std::move(extender_url)), managed_(std::move(managed)) {}
+                                 std::vector<std::string> managed, std::string filter_verb)
+    : client_(client),
+      url_(std::move(extender_url)),
+      managed_(std::move(managed)),
+      filter_verb_(std::move(filter_verb)) {}
 
 Result<json> SchedulerDriver::Post(const std::string& verb, const std::string& body) {
   httplib::Client http(url_);
@@ -94,7 +97,7 @@ SchedulingOutcome SchedulerDriver::Schedule(const json& pod) {
   // Go's encoding/json writes the fields in declaration order; so does this.
   const std::string args =
       "{\"Pod\":" + pod.dump() + ",\"Nodes\":null,\"NodeNames\":" + json(nodes).dump() + "}";
-  Result<json> filter = Post("filter", args);
+  Result<json> filter = Post(filter_verb_, args);
   if (!filter.ok()) return {"", filter.message(), true};
   if (const json* error = filter->contains("Error") ? &(*filter)["Error"] : nullptr;
       error && error->is_string() && !error->get<std::string>().empty()) {

@@ -1,9 +1,10 @@
 // A stand-in for kube-scheduler configured with the mgpu extender as deploy/ configures it
-// (nodeCacheCapable: true; filter, prioritize and bind verbs; the three resources managed), for the demo and
-// the end-to-end tests. One scheduling cycle per pod, with kube-scheduler v1.32's JSON (see
-// tests/fixtures/kube-scheduler): POST <url>/filter {"Pod", "Nodes": null, "NodeNames"}; POST
-// <url>/prioritize with the nodes that passed when more than one did, the highest score winning (ties: the
-// first by name, where kube-scheduler draws one at random); POST <url>/bind {"PodName", "PodNamespace",
+// (nodeCacheCapable: true; the choose and bind verbs, or filter, prioritize and bind in the two-verb mode;
+// the three resources managed), for the demo and the end-to-end tests. One scheduling cycle per pod, with
+// kube-scheduler v1.32's JSON (see tests/fixtures/kube-scheduler): POST <url>/<filter verb> {"Pod", "Nodes":
+// null, "NodeNames"}; POST <url>/prioritize with the nodes that passed when more than one did (choose passes
+// one), the highest score winning (ties: the first by name, where kube-scheduler draws one at random); POST
+// <url>/bind {"PodName", "PodNamespace",
 // "PodUID", "Node"}, the extender creating the Binding. A pod that fits nowhere gets kube-scheduler's message
 // ("0/2 nodes are available: 1 <reason>, 1 <reason>.") on a FailedScheduling Event and its PodScheduled
 // condition. A pod asking for no managed resource is bound without the extender, as kube-scheduler would.
@@ -33,8 +34,10 @@ struct SchedulingOutcome {
 
 class SchedulerDriver {
  public:
-  // `extender_url` is the extender's urlPrefix ("http://127.0.0.1:12345"); `managed` its managedResources.
-  SchedulerDriver(kube::Client& client, std::string extender_url, std::vector<std::string> managed);
+  // `extender_url` is the extender's urlPrefix ("http://127.0.0.1:12345"); `managed` its managedResources;
+  // `filter_verb` its filterVerb ("choose" as deploy/ ships it, "filter" for the two-verb mode).
+  SchedulerDriver(kube::Client& client, std::string extender_url, std::vector<std::string> managed,
+                  std::string filter_verb = "choose");
 
   // One scheduling cycle of `pod` (as the API server holds it) over the schedulable nodes.
   SchedulingOutcome Schedule(const nlohmann::json& pod);
@@ -52,6 +55,7 @@ class SchedulerDriver {
   kube::Client& client_;
   const std::string url_;
   const std::vector<std::string> managed_;
+  const std::string filter_verb_;
 };
 
 }  // namespace mgpu::testing

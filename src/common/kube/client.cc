@@ -527,12 +527,13 @@ ApiResult Client::Delete(const ApiResource& resource, std::string_view ns, std::
 }
 
 ApiResult Client::BindPod(std::string_view ns, std::string_view name, std::string_view uid,
-                          std::string_view node) {
+                          std::string_view node, const std::map<std::string, std::string>& annotations) {
   Json binding = {{"apiVersion", "v1"},
                   {"kind", "Binding"},
                   {"metadata", {{"name", name}, {"namespace", ns}}},
                   {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
   if (!uid.empty()) binding["metadata"]["uid"] = uid;
+  if (!annotations.empty()) binding["metadata"]["annotations"] = annotations;
   std::string body = binding.dump();
   return Request("POST", ResourcePath(kPods, ns, name, "binding"), &body, "application/json");
 }

@@ -196,8 +196,12 @@ class Client {
   ApiResult PatchPodMetadata(std::string_view ns, std::string_view name, const MetadataPatch& patch) {
     return MergePatch(kPods, ns, name, patch.ToJson());
   }
-  // POSTs a Binding of the pod to `node`; a non-empty `uid` must match the pod's (409 otherwise).
-  ApiResult BindPod(std::string_view ns, std::string_view name, std::string_view uid, std::string_view node);
+  // POSTs a Binding of the pod to `node`; a non-empty `uid` must match the pod's (409 otherwise). The API
+  // server sets the Binding's `annotations` on the pod in the same update as spec.nodeName (pods/binding in
+  // kube-apiserver's pod storage; tests/realcluster checks it against v1.36.2), so they arrive with the bind
+  // or not at all.
+  ApiResult BindPod(std::string_view ns, std::string_view name, std::string_view uid, std::string_view node,
+                    const std::map<std::string, std::string>& annotations = {});
   // Creates a core/v1 Event about `involved` (a Pod or Node as read from the API). `type` is Normal or
   // Warning.
   ApiResult RecordEvent(const Json& involved, std::string_view type, std::string_view reason,

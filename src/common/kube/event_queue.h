@@ -1,32 +1,61 @@
 // Events posted off the request path: Post() queues and returns at once; one thread creates them through
-// the client in order. Events are advisory (kubectl describe), so a full queue drops the newest with a log
-// line rather than slowing a bind or an admission, and Stop() drops what is still queued. Thread-safe.
+// the client in order. Events are advisory (kubectl describe) and each is one API write, so they are
+// sampled: at most `per_second` on average (bursts of `burst`), the others skipped. Nothing is lost
+// silently: Post says what became of the event (the caller logs it with the pod), a full queue or a stopping
+// queue drops the event with a log line naming its object, a failed create is logged the same way, and every
+// outcome is counted (Counts, for /metrics). A bind or an admission never waits for an event. Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "common/background.h"
 #include "common/kube/client.h"
 
 namespace mgpu::kube {
 
+struct EventLimits {
+  double per_second = 20;  // average rate of created events; 0: no limit
+  double burst = 200;      // events that may be created at once after a quiet spell
+  size_t capacity = 1024;  // events queued at most
+};
+
+// What became of a posted event.
+enum class Posted {
+  kQueued,   // will be created (or fail, logged and counted)
+  kSkipped,  // over the rate: not created (counted)
+  kDropped,  // the queue was full or stopping: not created (logged and counted)
+};
+// "queued", "skipped over the events rate", "dropped".
+std::string_view Describe(Posted posted);
+
+struct EventCounts {
+  uint64_t created = 0, failed = 0, skipped = 0, dropped = 0;
+};
+
+// The counts as a Prometheus counter <prefix>_events_total{outcome="created"|"failed"|"skipped"|"dropped"}.
+std::string RenderEventCounts(std::string_view prefix, const EventCounts& counts);
+
 class EventQueue {
  public:
-  EventQueue(Client& client, std::string component, size_t capacity = 1024);
+  EventQueue(Client& client, std::string component, EventLimits limits = {});
   ~EventQueue();
   EventQueue(const EventQueue&) = delete;
   EventQueue& operator=(const EventQueue&) = delete;
 
   // `involved` is the object the event is about (a Pod or Node, at least kind and metadata name).
-  void Post(Json involved, std::string type, std::string reason, std::string message);
+  Posted Post(Json involved, std::string type, std::string reason, std::string message);
   // Returns once every event posted before the call was created or failed (tests, orderly shutdown).
   void Flush();
+  // Stops the thread; what is still queued is dropped (logged and counted).
   void Stop();
-  uint64_t dropped() const;
+  EventCounts Counts() const;
 
  private:
   struct Item {
@@ -37,11 +66,14 @@ class EventQueue {
 
   Client& client_;
   const std::string component_;
-  const size_t capacity_;
+  const EventLimits limits_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;
-  uint64_t posted_ = 0, done_ = 0, dropped_ = 0;
+  double tokens_;
+  std::chrono::steady_clock::time_point refilled_ = std::chrono::steady_clock::now();
+  uint64_t posted_ = 0, done_ = 0;
+  EventCounts counts_;
   BackgroundThread thread_{mu_, cv_};
 };
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "support/fake_apiserver.h"
 
 namespace mgpu::kube {
@@ -41,14 +43,44 @@ TEST(EventQueue, FullQueueDropsAndFailuresAreNotFatal) {
   ASSERT_TRUE(server.Start().ok());
   auto client = ClientOf(server);
   server.InjectFault(Fault{.action = Fault::Action::kStatus, .method = "POST", .status = 500, .times = -1});
-  EventQueue events(*client, "mgpu-test", 2);
-  for (int i = 0; i < 50; ++i) events.Post(PodReference("ns", "p", "u"), "Normal", "R", std::to_string(i));
+  EventQueue events(*client, "mgpu-test", EventLimits{.per_second = 0, .burst = 0, .capacity = 2});
+  int dropped = 0;
+  for (int i = 0; i < 50; ++i)
+    dropped +=
+        events.Post(PodReference("ns", "p", "u"), "Normal", "R", std::to_string(i)) == Posted::kDropped;
   events.Flush();
-  EXPECT_GT(events.dropped(), 0u);
+  EXPECT_GT(dropped, 0);
+  const EventCounts counts = events.Counts();
+  EXPECT_EQ(counts.dropped, static_cast<uint64_t>(dropped));
+  EXPECT_EQ(counts.failed + counts.dropped, 50u) << "every event is accounted for";
+  EXPECT_EQ(counts.created, 0u);
   EXPECT_TRUE(server.List("events").empty());
   events.Stop();
-  events.Post(PodReference("ns", "p", "u"), "Normal", "Late", "after stop");  // dropped, no crash
+  // After Stop: dropped, said, no crash.
+  EXPECT_EQ(events.Post(PodReference("ns", "p", "u"), "Normal", "Late", "after stop"), Posted::kDropped);
   events.Stop();
+}
+
+// Past the burst, events are skipped (one write each is what the rate saves), counted, and Post says so.
+TEST(EventQueue, EventsOverTheRateAreSkippedAndCounted) {
+  FakeApiServer server;
+  ASSERT_TRUE(server.Start().ok());
+  auto client = ClientOf(server);
+  // A rate so low that no token comes back while the test runs: the burst is all there is.
+  EventQueue events(*client, "mgpu-test", EventLimits{.per_second = 1e-6, .burst = 3, .capacity = 100});
+  std::vector<Posted> posted;
+  for (int i = 0; i < 10; ++i)
+    posted.push_back(events.Post(PodReference("ns", "p" + std::to_string(i), "u"), "Normal", "R", "m"));
+  events.Flush();
+  EXPECT_EQ(std::count(posted.begin(), posted.end(), Posted::kQueued), 3);
+  EXPECT_EQ(std::count(posted.begin(), posted.end(), Posted::kSkipped), 7);
+  EXPECT_EQ(server.List("events", "ns").size(), 3u);
+  const EventCounts counts = events.Counts();
+  EXPECT_EQ(counts.created, 3u);
+  EXPECT_EQ(counts.skipped, 7u);
+  const std::string text = RenderEventCounts("mgpu_test", counts);
+  EXPECT_NE(text.find("mgpu_test_events_total{outcome=\"created\"} 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("mgpu_test_events_total{outcome=\"skipped\"} 7\n"), std::string::npos) << text;
 }
 
 }  // namespace
