@@ -1,7 +1,7 @@
 // Defragmentation over the extender's view of the cluster (common/defrag.h's plan, fed from a ClusterView):
 // for a pod, whether it fits a node, fits none because the free capacity is short, or fits none though the
 // free capacity would hold it (fragmentation), with the plan that moves offline pods to make room. What
-// kubectl mgpu why and defrag print and the extender's /metrics counts, so all three say the same.
+// kubectl mgpu why and defrag print; the extender's /metrics counts the same cause (ShortfallIn).
 #pragma once
 
 #include <optional>
