@@ -33,13 +33,16 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <queue>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/allocator.h"
+#include "common/defrag.h"
 #include "common/scheduler.h"
 
 namespace mgpu::bench {
@@ -68,7 +71,9 @@ struct TracePod {
   int64_t cpu_milli, memory_mib;
   int num_gpu;
   int gpu_milli;
-  std::vector<std::string> models;  // allowed; empty = any
+  std::vector<std::string> models;     // allowed; empty = any
+  bool best_effort = false;            // qos BE
+  int64_t created = -1, deleted = -1;  // creation_time and deletion_time (s); -1 where the list has none
 };
 
 // Per-card memory by model, for realism only: the paper's experiment does not constrain GPU memory.
@@ -108,6 +113,9 @@ std::vector<TracePod> LoadPods(const std::string& path) {
   for (const auto& r : ReadCsv(path)) {
     TracePod p{r[0], std::stoll(r[1]), std::stoll(r[2]), std::stoi(r[3]), std::stoi(r[4]), {}};
     if (r.size() > 5 && !r[5].empty()) p.models = Split(r[5], '|');
+    if (r.size() > 6) p.best_effort = r[6] == "BE";
+    if (r.size() > 9 && !r[8].empty() && !r[9].empty())
+      p.created = std::stoll(r[8]), p.deleted = std::stoll(r[9]);
     pods.push_back(std::move(p));
   }
   std::sort(pods.begin(), pods.end(), [](const TracePod& a, const TracePod& b) { return a.name < b.name; });
@@ -122,13 +130,15 @@ enum class Policy {
   kSpread,
   kFragmentation,
   kOffline,
-  kOfflineArrival
+  kOfflineArrival,
+  kDefrag  // --departures only: mgpu-fragmentation, carrying out defragmentation plans
 };
 const std::vector<std::pair<Policy, std::string>> kPolicies = {
     {Policy::kRandom, "Random"},      {Policy::kBestFit, "BestFit"},
     {Policy::kPacking, "Packing"},    {Policy::kBinpack, "mgpu-binpack"},
     {Policy::kSpread, "mgpu-spread"}, {Policy::kFragmentation, "mgpu-fragmentation"},
-    {Policy::kOffline, "Offline"},    {Policy::kOfflineArrival, "Offline-arrival"}};
+    {Policy::kOffline, "Offline"},    {Policy::kOfflineArrival, "Offline-arrival"},
+    {Policy::kDefrag, "mgpu-defrag"}};
 
 // Pod kinds for the failure breakdown.
 enum Kind { kCpuOnly, kShare, kOneGpu, kMultiGpu, kKinds };
@@ -137,6 +147,66 @@ Kind KindOf(const TracePod& p) {
   if (p.num_gpu == 0) return kCpuOnly;
   if (p.num_gpu == 1 && p.gpu_milli < 1000) return kShare;
   return p.num_gpu == 1 ? kOneGpu : kMultiGpu;
+}
+
+// Lists the replay makes for mixes the nine published lists do not cover, the way the published variants were
+// made from the default list (bench/traces/openb/README.md, "Generated lists"):
+//  - gen-cpuNNN: default's GPU pods, and CPU-only pods drawn with replacement from default's CPU-only pods
+//    until they are NN.N % of all pods (cpu100 and cpu200 are made so: their GPU pods are default's, their
+//    CPU-only pods default's drawn again).
+//  - gen-gpuspecNN: default's pods, NN % of the GPU pods (drawn without replacement) pinned to GPU models:
+//    each takes the gpu_spec of a pod drawn from gpuspec20's pinned pods of its kind (sharing, one whole
+//    card, several cards). On the published lists the models follow the kind (sharing pods are pinned to T4
+//    and P100 only), and drawing by kind keeps that.
+// `seed` chooses the list; the replay's seeds then shuffle and inflate it as any other. Exits on a name it
+// does not know.
+std::vector<TracePod> GenerateList(const std::string& dir, const std::string& name, uint32_t seed) {
+  const auto percent = [&](const std::string& prefix, double scale) {
+    if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size() ||
+        name.find_first_not_of("0123456789", prefix.size()) != std::string::npos) {
+      return -1.0;
+    }
+    const double value = std::stod(name.substr(prefix.size())) / scale;
+    return value < 100 ? value : -1.0;
+  };
+  const std::vector<TracePod> base = LoadPods(dir + "/openb_pod_list_default.csv");
+  std::mt19937_64 rng(seed);
+  std::vector<TracePod> gpu, cpu;
+  for (const TracePod& p : base) (p.num_gpu > 0 ? gpu : cpu).push_back(p);
+  std::vector<TracePod> out;
+  if (const double share = percent("gen-cpu", 10); share >= 0) {
+    out = gpu;
+    const auto want =
+        static_cast<size_t>(std::lround(share / (100 - share) * static_cast<double>(gpu.size())));
+    for (size_t i = 0; i < want; ++i) {
+      TracePod p = cpu[std::uniform_int_distribution<size_t>(0, cpu.size() - 1)(rng)];
+      char id[32];
+      std::snprintf(id, sizeof id, "openb-gen-cpu-%05d", static_cast<int>(i));
+      p.name = id;
+      out.push_back(std::move(p));
+    }
+  } else if (const double pinned = percent("gen-gpuspec", 1); pinned >= 0) {
+    std::vector<std::vector<std::string>> specs[kKinds];
+    for (const TracePod& p : LoadPods(dir + "/openb_pod_list_gpuspec20.csv"))
+      if (!p.models.empty()) specs[KindOf(p)].push_back(p.models);
+    std::vector<size_t> order(gpu.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    const auto want = static_cast<size_t>(std::lround(pinned / 100 * static_cast<double>(gpu.size())));
+    for (size_t k = 0; k < want; ++k) {
+      TracePod& p = gpu[order[k]];
+      const std::vector<std::vector<std::string>>& from = specs[KindOf(p)];
+      p.models = from[std::uniform_int_distribution<size_t>(0, from.size() - 1)(rng)];
+    }
+    out = std::move(gpu);
+    out.insert(out.end(), cpu.begin(), cpu.end());
+  } else {
+    std::cerr << "unknown generated list " << name << " (gen-cpuNNN: NN.N percent of the pods CPU-only; "
+              << "gen-gpuspecNN: NN percent of the GPU pods pinned to models)\n";
+    std::exit(2);
+  }
+  std::sort(out.begin(), out.end(), [](const TracePod& a, const TracePod& b) { return a.name < b.name; });
+  return out;
 }
 
 struct SimNode {
@@ -228,6 +298,7 @@ struct RunResult {
   int failed[kKinds] = {};             // over the whole run
   int failed_at100[kKinds] = {};       // ... and until arrivals reach 100 %
   double cpu_unplaced_at100 = 0;       // CPU the failed pods asked for until then, % of the cluster's CPU
+  double cpu_unplaced = 0;             // ... and over the whole run
   std::vector<double> decision_us;
 };
 
@@ -317,6 +388,7 @@ class Recorder {
   }
   RunResult& Finish() {
     while (next_ < kThresholds) Mark();
+    out_.cpu_unplaced = failed_cpu_ * 100.0 / total_cpu_;
     return out_;
   }
   RunResult& result() { return out_; }
@@ -413,8 +485,143 @@ RunResult ReplayOffline(const std::vector<TraceNode>& trace_nodes, const std::ve
   std::copy(std::begin(first.failed), std::end(first.failed), std::begin(out.failed_at100));
   std::copy(std::begin(all.failed), std::end(all.failed), std::begin(out.failed));
   out.cpu_unplaced_at100 = first.failed_cpu_milli * 100.0 / total_cpu;
+  out.cpu_unplaced = all.failed_cpu_milli * 100.0 / total_cpu;
   return out;
 }
+
+// One policy's scheduler over a simulated cluster, a pod at a time. The mgpu policies run the extender's
+// model: it learns every pod it is asked to filter (once per uid) and publishes the model every 16 of them,
+// with the free core per GPU model its cache sums at that moment (kept here as pods bind and leave).
+class Scheduler {
+ public:
+  Scheduler(Policy policy, std::vector<SimNode>& nodes, std::mt19937_64& rng)
+      : policy_(policy),
+        mgpu_policy_(policy == Policy::kBinpack || policy == Policy::kSpread ||
+                     policy == Policy::kFragmentation),
+        nodes_(nodes),
+        rng_(rng) {
+    if (policy == Policy::kSpread) node_policy_ = NodePolicy::kSpread;
+    if (policy == Policy::kFragmentation) node_policy_ = NodePolicy::kFragmentation;
+    for (const SimNode& n : nodes_) free_core_[n.gpu.product] += 100.0 * n.trace->gpus;
+  }
+
+  // The request `p` stands for under this policy (`uid`: learned once; empty: every time).
+  PodRequest RequestFor(const TracePod& p, const std::string& uid = "") const {
+    PodRequest req = RequestOf(p);
+    req.uid = uid;
+    req.node_policy = node_policy_;
+    if (policy_ == Policy::kFragmentation) req.card_policy = CardPolicy::kFragmentation;
+    return req;
+  }
+
+  // Puts `p` on the node the policy chooses, taking its CPU, memory and cards (`cards`); returns the node's
+  // index, or SIZE_MAX when no node fits.
+  size_t Schedule(const TracePod& p, const PodRequest& req, Assignment& cards) {
+    feasible_.clear();
+    size_t pick = SIZE_MAX;
+    if (mgpu_policy_) {
+      // The extender's own cycle (common/scheduler.h) over the nodes kube-scheduler's filters leave; CPU-only
+      // pods reach the extender too when its managedResources are left empty, and always fit.
+      candidates_.clear();
+      for (size_t i = 0; i < nodes_.size(); ++i) {
+        if (!HostFits(nodes_[i], p)) continue;
+        feasible_.push_back(i);
+        candidates_.push_back(&nodes_[i].gpu);
+      }
+      Result<Scheduled> scheduled = ScheduleOne(
+          candidates_, req, publisher_, [this] { return free_core_; },
+          /*with_reasons=*/false, random_pick_, placed_);
+      if (!scheduled.ok()) {
+        std::cerr << "internal error: chosen node cannot take the pod: " << scheduled.message() << "\n";
+        std::exit(1);
+      }
+      if (scheduled->node == Scheduled::kNowhere) return SIZE_MAX;
+      pick = feasible_[scheduled->node];
+      SimNode& n = nodes_[pick];
+      if (req.AsksForGpu()) free_core_[n.gpu.product] -= 100.0 * GpusOf(p);
+      BindHost(n, p);
+      cards = std::move(scheduled->assignment);
+      return pick;
+    }
+    const ModelPublisher::Published model = publisher_.Observe(req, [this] { return free_core_; });
+    const WorkloadModel* workload = model.model.get();
+    scores_.clear();
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      SimNode& n = nodes_[i];
+      if (!HostFits(n, p) || !Place(n.gpu, req, workload, placed_)) continue;
+      int64_t score = 0;
+      if (policy_ == Policy::kBestFit) score = BestFitScore(n, p, req);
+      if (policy_ == Policy::kPacking) score = PackingScore(n, req);
+      scores_.push_back(score);
+      feasible_.push_back(i);
+    }
+    best_.clear();
+    int64_t best_score = INT64_MIN;
+    for (size_t k = 0; k < feasible_.size(); ++k) {
+      if (scores_[k] > best_score) {
+        best_score = scores_[k];
+        best_.assign(1, feasible_[k]);
+      } else if (scores_[k] == best_score) {
+        best_.push_back(feasible_[k]);
+      }
+    }
+    // Equal top scores: the paper's simulator takes the first node in name order (its baselines only
+    // reproduce that way). Random scores all alike.
+    if (best_.empty()) return SIZE_MAX;
+    pick = policy_ == Policy::kRandom ? best_[random_pick_(best_.size())] : best_[0];
+    SimNode& n = nodes_[pick];
+    Result<Assignment> chosen = Assignment{};
+    if (req.AsksForGpu()) {
+      chosen = policy_ == Policy::kRandom ? RandomCard(n.gpu, req, rng_) : ChooseCards(n.gpu, req, workload);
+      free_core_[n.gpu.product] -= 100.0 * GpusOf(p);
+    }
+    Bind(n, p, req, chosen);
+    cards = chosen.ok() ? std::move(*chosen) : Assignment{};
+    return pick;
+  }
+
+  // Takes `p` off node `node`, where it holds `cards`.
+  void Remove(size_t node, const TracePod& p, const PodRequest& req, const Assignment& cards) {
+    SimNode& n = nodes_[node];
+    if (req.AsksForGpu()) {
+      if (!Release(n.gpu, req, cards).ok()) {
+        std::cerr << "internal error: pod " << p.name << " does not hold its cards\n";
+        std::exit(1);
+      }
+      free_core_[n.gpu.product] += 100.0 * GpusOf(p);
+    }
+    n.cpu_left += p.cpu_milli;
+    n.memory_left += p.memory_mib;
+    n.gpu.cpu_free_milli = n.cpu_left;
+    n.gpu.host_memory_free_mib = n.memory_left;
+  }
+
+  // Puts `p` on node `node` on `cards` (a move a defragmentation plan chose).
+  void Put(size_t node, const TracePod& p, const PodRequest& req, const Assignment& cards) {
+    SimNode& n = nodes_[node];
+    Bind(n, p, req, cards);
+    if (req.AsksForGpu()) free_core_[n.gpu.product] -= 100.0 * GpusOf(p);
+  }
+
+  const WorkloadModel* model() const { return publisher_.Current().model.get(); }
+
+ private:
+  const Policy policy_;
+  const bool mgpu_policy_;
+  NodePolicy node_policy_ = NodePolicy::kBinpack;
+  std::vector<SimNode>& nodes_;
+  std::mt19937_64& rng_;
+  ModelPublisher publisher_;
+  FreeCoreByProduct free_core_;
+  std::vector<size_t> feasible_, best_;
+  std::vector<NodeState*> candidates_;  // mgpu policies: the nodes whose CPU, memory and GPU model fit
+  std::vector<int64_t> scores_;
+  // Equal top scores: kube-scheduler, which ranks the extender's scores, picks one at random.
+  const std::function<size_t(size_t)> random_pick_ = [this](size_t n) {
+    return std::uniform_int_distribution<size_t>(0, n - 1)(rng_);
+  };
+  Placement placed_;
+};
 
 RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<TracePod>& sorted,
                  Policy policy, uint32_t seed, size_t limit) {
@@ -425,98 +632,225 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
   std::mt19937_64 rng(seed);
   const std::vector<TracePod> pods = Arrivals(sorted, total_gpus, rng, limit);
   std::vector<SimNode> nodes = EmptyCluster(trace_nodes);
-
-  RunResult out;
+  Scheduler scheduler(policy, nodes, rng);
   Recorder record(total_gpus, total_cpu);
   std::vector<double>& decision_us = record.result().decision_us;
   decision_us.reserve(pods.size());
-  const bool mgpu_policy =
-      policy == Policy::kBinpack || policy == Policy::kSpread || policy == Policy::kFragmentation;
-  NodePolicy node_policy = NodePolicy::kBinpack;
-  if (policy == Policy::kSpread) node_policy = NodePolicy::kSpread;
-  if (policy == Policy::kFragmentation) node_policy = NodePolicy::kFragmentation;
-  // The extender's model: it learns every GPU pod it is asked to filter and publishes the model every 16 of
-  // them, with the free core per GPU model its cache sums at that moment (kept here as pods bind).
-  ModelPublisher publisher;
-  std::vector<size_t> feasible, best;
-  std::vector<int64_t> scores;
-  std::vector<NodeState*> candidates;  // mgpu policies: the nodes whose CPU, memory and GPU model fit
-  Placement placed;
-  FreeCoreByProduct free_core;
-  for (const SimNode& n : nodes) free_core[n.gpu.product] += 100.0 * n.trace->gpus;
-  const auto cluster_free = [&free_core] { return free_core; };
-  // Equal top scores: kube-scheduler, which ranks the extender's scores, picks one at random.
-  const auto random_pick = [&rng](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
+  Assignment cards;
   for (const TracePod& p : pods) {
-    PodRequest req = RequestOf(p);
-    req.node_policy = node_policy;
-    if (policy == Policy::kFragmentation) req.card_policy = CardPolicy::kFragmentation;
+    const PodRequest req = scheduler.RequestFor(p);
     const auto start = std::chrono::steady_clock::now();
-    size_t pick = SIZE_MAX;
-    if (mgpu_policy) {
-      // The extender's own cycle (common/scheduler.h) over the nodes kube-scheduler's filters leave; CPU-only
-      // pods reach the extender too when its managedResources are left empty, and always fit.
-      feasible.clear();
-      candidates.clear();
-      for (size_t i = 0; i < nodes.size(); ++i) {
-        if (!HostFits(nodes[i], p)) continue;
-        feasible.push_back(i);
-        candidates.push_back(&nodes[i].gpu);
-      }
-      Result<Scheduled> scheduled =
-          ScheduleOne(candidates, req, publisher, cluster_free, /*with_reasons=*/false, random_pick, placed);
-      if (!scheduled.ok()) {
-        std::cerr << "internal error: chosen node cannot take the pod: " << scheduled.message() << "\n";
-        std::exit(1);
-      }
-      if (scheduled->node != Scheduled::kNowhere) {
-        pick = feasible[scheduled->node];
-        SimNode& n = nodes[pick];
-        if (req.AsksForGpu()) free_core[n.gpu.product] -= 100.0 * GpusOf(p);
-        BindHost(n, p);
-      }
-    } else {
-      const ModelPublisher::Published model = publisher.Observe(req, cluster_free);
-      const WorkloadModel* workload = model.model.get();
-      feasible.clear();
-      scores.clear();
-      for (size_t i = 0; i < nodes.size(); ++i) {
-        SimNode& n = nodes[i];
-        if (!HostFits(n, p) || !Place(n.gpu, req, workload, placed)) continue;
-        int64_t score = 0;
-        if (policy == Policy::kBestFit) score = BestFitScore(n, p, req);
-        if (policy == Policy::kPacking) score = PackingScore(n, req);
-        scores.push_back(score);
-        feasible.push_back(i);
-      }
-      best.clear();
-      int64_t best_score = INT64_MIN;
-      for (size_t k = 0; k < feasible.size(); ++k) {
-        if (scores[k] > best_score) {
-          best_score = scores[k];
-          best.assign(1, feasible[k]);
-        } else if (scores[k] == best_score) {
-          best.push_back(feasible[k]);
-        }
-      }
-      // Equal top scores: the paper's simulator takes the first node in name order (its baselines only
-      // reproduce that way). Random scores all alike.
-      if (!best.empty()) pick = policy == Policy::kRandom ? best[random_pick(best.size())] : best[0];
-      if (pick != SIZE_MAX) {
-        SimNode& n = nodes[pick];
-        Result<Assignment> cards = Assignment{};
-        if (req.AsksForGpu()) {
-          cards = policy == Policy::kRandom ? RandomCard(n.gpu, req, rng) : ChooseCards(n.gpu, req, workload);
-          free_core[n.gpu.product] -= 100.0 * GpusOf(p);
-        }
-        Bind(n, p, req, cards);
-      }
-    }
+    const size_t pick = scheduler.Schedule(p, req, cards);
     decision_us.push_back(
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
     record.Arrived(p, pick != SIZE_MAX);
   }
   return std::move(record.Finish());
+}
+
+// The replay with departures (--departures): pods arrive at their creation_time and, once placed, run as long
+// as the trace says (deletion_time - creation_time); a pod no node takes waits, is tried again whenever a pod
+// leaves (kube-scheduler moves unschedulable pods back to its queue on such events), in arrival order, and
+// gives up at its deletion_time (failed). The trace's times put at most ~66 GPUs' worth of pods on the
+// cluster at once, so the cluster is a sample of the trace's nodes (SampleCluster) of `cluster_gpus`, sized
+// so that demand exceeds it at peaks.
+// mgpu-defrag is mgpu-fragmentation that, when a GPU pod fits no node though the free capacity would hold it
+// (FreeCapacityShortfall), carries out the defragmentation plan (PlanDefrag) that makes room, moving the
+// trace's best-effort (qos BE) one-card pods as the product would move offline pods: a moved pod keeps its
+// departure time.
+struct DepartureResult {
+  double cluster_gpus = 0;
+  double allocated =
+      0;  // % of the cluster's GPUs, time-weighted from the first arrival to the last departure
+  double allocated_short = 0;  // ... over the time the demand (placed and waiting pods) exceeded the cluster
+  double short_hours = 0;
+  int failed[kKinds] = {};      // gave up waiting
+  std::vector<double> waits_s;  // of the placed pods that waited
+  int blocked = 0;              // GPU pods fragmentation stopped at some try (FreeCapacityShortfall empty)
+  int plans = 0, moves = 0;     // mgpu-defrag: plans carried out, pods moved
+};
+
+// What decides whether a trace pod fits: two pods of one shape fit the same nodes.
+std::string ShapeOf(const TracePod& p) {
+  std::string shape = std::to_string(p.cpu_milli) + "," + std::to_string(p.memory_mib) + "," +
+                      std::to_string(p.num_gpu) + "," + std::to_string(p.gpu_milli);
+  for (const std::string& m : p.models) shape += "," + m;
+  return shape;
+}
+
+// Per GPU model, nodes drawn at random while they bring the model closer to its share of `cluster_gpus`;
+// a model some pod is pinned to gets at least one node.
+std::vector<TraceNode> SampleCluster(const std::vector<TraceNode>& all, const std::vector<TracePod>& pods,
+                                     double cluster_gpus, uint32_t seed) {
+  std::set<std::string> pinned;
+  for (const TracePod& p : pods) pinned.insert(p.models.begin(), p.models.end());
+  std::map<std::string, std::vector<const TraceNode*>> by_model;
+  double total = 0;
+  for (const TraceNode& n : all) by_model[n.model].push_back(&n), total += n.gpus;
+  std::mt19937_64 rng(seed);
+  std::vector<TraceNode> out;
+  for (auto& [model, nodes] : by_model) {
+    std::shuffle(nodes.begin(), nodes.end(), rng);
+    double share = 0;
+    for (const TraceNode* n : nodes) share += n->gpus;
+    const double want = cluster_gpus * share / total;
+    double taken = 0;
+    for (const TraceNode* n : nodes) {
+      const bool needed = taken == 0 && pinned.count(model);
+      if (!needed && taken + n->gpus / 2.0 > want) break;
+      out.push_back(*n);
+      taken += n->gpus;
+    }
+  }
+  return out;
+}
+
+// The most GPUs the list's pods ask for at once when each runs from creation_time to deletion_time.
+double PeakDemand(const std::vector<TracePod>& pods) {
+  std::vector<std::pair<int64_t, double>> events;
+  for (const TracePod& p : pods) {
+    events.push_back({p.created, GpusOf(p)});
+    events.push_back({p.deleted, -GpusOf(p)});
+  }
+  std::sort(events.begin(), events.end());  // a departure sorts before an arrival at the same second
+  double now = 0, peak = 0;
+  for (const auto& [t, g] : events) peak = std::max(peak, now += g);
+  return peak;
+}
+
+DepartureResult ReplayDepartures(const std::vector<TraceNode>& trace_nodes, const std::vector<TracePod>& list,
+                                 Policy policy, uint32_t seed, double cluster_gpus) {
+  std::vector<TracePod> pods = list;
+  std::stable_sort(pods.begin(), pods.end(),
+                   [](const TracePod& a, const TracePod& b) { return a.created < b.created; });
+  const std::vector<TraceNode> sample = SampleCluster(trace_nodes, list, cluster_gpus, seed);
+  std::vector<SimNode> nodes = EmptyCluster(sample);
+  DepartureResult out;
+  for (const TraceNode& n : sample) out.cluster_gpus += n.gpus;
+  std::mt19937_64 rng(seed);
+  const bool defrag = policy == Policy::kDefrag;
+  Scheduler scheduler(defrag ? Policy::kFragmentation : policy, nodes, rng);
+
+  struct Running {
+    size_t node = SIZE_MAX;
+    Assignment cards;
+    int64_t until = 0;
+  };
+  std::vector<Running> running(pods.size());
+  std::vector<bool> blocked(pods.size());
+  std::vector<PodRequest> requests;
+  requests.reserve(pods.size());
+  for (size_t i = 0; i < pods.size(); ++i)
+    requests.push_back(scheduler.RequestFor(pods[i], pods[i].name + "#" + std::to_string(i)));
+  using Departure = std::pair<int64_t, size_t>;  // (time, pod)
+  std::priority_queue<Departure, std::vector<Departure>, std::greater<>> departures;
+  std::vector<size_t> waiting;  // in arrival order
+  std::vector<const NodeState*> states;
+  for (const SimNode& n : nodes) states.push_back(&n.gpu);
+  double allocated = 0, demand = 0, area = 0, short_area = 0, short_time = 0;
+
+  // Carries out a plan that makes room for pod i: the moves, then the pod itself.
+  const auto carry_out = [&](size_t i, const DefragPlan& plan) {
+    for (const DefragMove& move : plan.moves) {
+      const size_t moved = std::stoul(move.pod);
+      scheduler.Remove(move.from, pods[moved], requests[moved], running[moved].cards);
+      scheduler.Put(move.to, pods[moved], requests[moved], move.cards);
+      running[moved].node = move.to;
+      running[moved].cards = move.cards;
+    }
+    scheduler.Put(plan.node, pods[i], requests[i], plan.cards);
+    running[i].node = plan.node;
+    running[i].cards = plan.cards;
+    ++out.plans;
+    out.moves += static_cast<int>(plan.moves.size());
+  };
+  // Tries pod i at time t; true when placed.
+  const auto try_place = [&](size_t i, int64_t t) {
+    const TracePod& p = pods[i];
+    running[i].node = scheduler.Schedule(p, requests[i], running[i].cards);
+    if (running[i].node == SIZE_MAX && p.num_gpu > 0 && FreeCapacityShortfall(states, requests[i]).empty()) {
+      out.blocked += !blocked[i];
+      blocked[i] = true;
+      if (defrag) {
+        std::vector<MovablePod> movable;
+        for (size_t k = 0; k < pods.size(); ++k)
+          if (running[k].node != SIZE_MAX && pods[k].best_effort && pods[k].num_gpu == 1)
+            movable.push_back(MovablePod{std::to_string(k), running[k].node, requests[k], running[k].cards});
+        if (Result<DefragPlan> plan = PlanDefrag(states, movable, requests[i], scheduler.model()); plan.ok())
+          carry_out(i, *plan);
+      }
+    }
+    if (running[i].node == SIZE_MAX) return false;
+    running[i].until = t + (p.deleted - p.created);
+    departures.push({running[i].until, i});
+    allocated += GpusOf(p);
+    return true;
+  };
+
+  size_t next = 0;
+  int64_t now = pods.empty() ? 0 : pods.front().created;
+  while (next < pods.size() || !departures.empty() || !waiting.empty()) {
+    int64_t t = INT64_MAX;
+    if (next < pods.size()) t = pods[next].created;
+    if (!departures.empty()) t = std::min(t, departures.top().first);
+    for (size_t i : waiting) t = std::min(t, pods[i].deleted);
+    area += allocated * static_cast<double>(t - now);
+    if (demand > out.cluster_gpus) {
+      short_area += allocated * static_cast<double>(t - now);
+      short_time += static_cast<double>(t - now);
+    }
+    now = t;
+    bool left = false;
+    while (!departures.empty() && departures.top().first <= t) {
+      const size_t i = departures.top().second;
+      departures.pop();
+      scheduler.Remove(running[i].node, pods[i], requests[i], running[i].cards);
+      running[i].node = SIZE_MAX;
+      allocated -= GpusOf(pods[i]);
+      demand -= GpusOf(pods[i]);
+      left = true;
+    }
+    if (left) {
+      // Retry the waiting pods in arrival order. Placing pods only takes capacity, so a shape that failed in
+      // this pass fails again, unless a plan moved pods since.
+      std::set<std::string> failed_shapes;
+      std::vector<size_t> still;
+      for (size_t i : waiting) {
+        const std::string shape = ShapeOf(pods[i]);
+        const int plans = out.plans;
+        const bool placed = !failed_shapes.count(shape) && try_place(i, t);
+        if (out.plans != plans) failed_shapes.clear();
+        if (placed) {
+          out.waits_s.push_back(static_cast<double>(t - pods[i].created));
+          continue;
+        }
+        failed_shapes.insert(shape);
+        still.push_back(i);
+      }
+      waiting = std::move(still);
+    }
+    std::erase_if(waiting, [&](size_t i) {
+      if (pods[i].deleted > t) return false;
+      out.failed[KindOf(pods[i])]++;
+      demand -= GpusOf(pods[i]);
+      return true;
+    });
+    for (; next < pods.size() && pods[next].created <= t; ++next) {
+      demand += GpusOf(pods[next]);
+      if (try_place(next, t)) continue;
+      if (pods[next].deleted > t) {
+        waiting.push_back(next);
+      } else {
+        out.failed[KindOf(pods[next])]++;
+        demand -= GpusOf(pods[next]);
+      }
+    }
+  }
+  const double span = pods.empty() ? 0 : static_cast<double>(now - pods.front().created);
+  out.allocated = span > 0 ? area / span * 100.0 / out.cluster_gpus : 0;
+  out.allocated_short = short_time > 0 ? short_area / short_time * 100.0 / out.cluster_gpus : 0;
+  out.short_hours = short_time / 3600;
+  return out;
 }
 
 // The published means per (trace, policy) at arrivals of 100 % and 130 %: unallocated GPU %.
@@ -561,6 +895,90 @@ double Percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5))];
 }
 
+// Runs `job(j)` for j in [0, jobs) on `threads` threads.
+void RunJobs(size_t jobs, unsigned threads, const std::function<void(size_t)>& job) {
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (size_t j; (j = next++) < jobs;) job(j);
+    });
+  }
+  for (auto& t : pool) t.join();
+}
+
+// One replay to run: a policy, a seed and, once run, its result.
+template <typename R>
+struct Job {
+  Policy policy;
+  uint32_t seed;
+  R result;
+};
+
+// A job for every policy and seed.
+template <typename R>
+std::vector<Job<R>> JobsFor(const std::vector<std::pair<Policy, std::string>>& policies, int seeds,
+                            int first_seed) {
+  std::vector<Job<R>> jobs;
+  for (const auto& [policy, name] : policies)
+    for (int s = 0; s < seeds; ++s) jobs.push_back({policy, static_cast<uint32_t>(first_seed + s), {}});
+  return jobs;
+}
+
+// --departures: the table of ReplayDepartures for every list that has times, policy and seed.
+void RunDepartures(const std::vector<TraceNode>& nodes, const std::vector<std::string>& traces,
+                   const std::function<std::vector<TracePod>(const std::string&)>& load,
+                   const std::vector<std::pair<Policy, std::string>>& policies, int seeds, int first_seed,
+                   unsigned threads, double cluster_share) {
+  std::printf(
+      "openb replay with departures: seeds %d..%d, cluster %.0f %% of the list's peak GPU demand "
+      "(nodes sampled per GPU model), waits in minutes\n",
+      first_seed, first_seed + seeds - 1, cluster_share * 100);
+  std::printf("%-11s %-18s %6s %6s %9s %9s %8s %-20s %7s %7s %7s %8s %12s\n", "trace", "policy", "GPUs",
+              "peak", "alloc %", "short %", "short h", "failed c/s/1/m", "waited", "p50", "p99", "blocked",
+              "plans/moves");
+  for (const std::string& trace : traces) {
+    const std::vector<TracePod> pods = load(trace);
+    if (std::any_of(pods.begin(), pods.end(), [](const TracePod& p) { return p.created < 0; })) {
+      std::printf("%-11s list has no creation and deletion times: skipped\n", trace.c_str());
+      continue;
+    }
+    const double peak = PeakDemand(pods);
+    std::vector<Job<DepartureResult>> jobs = JobsFor<DepartureResult>(policies, seeds, first_seed);
+    RunJobs(jobs.size(), threads, [&](size_t j) {
+      jobs[j].result = ReplayDepartures(nodes, pods, jobs[j].policy, jobs[j].seed, cluster_share * peak);
+    });
+    for (const auto& [policy, name] : policies) {
+      double gpus = 0, alloc = 0, alloc_short = 0, short_h = 0, failed[kKinds] = {}, waited = 0, blocked = 0,
+             plans = 0, moves = 0;
+      std::vector<double> waits;
+      for (const Job<DepartureResult>& j : jobs) {
+        if (j.policy != policy) continue;
+        const DepartureResult& r = j.result;
+        gpus += r.cluster_gpus / seeds;
+        alloc += r.allocated / seeds;
+        alloc_short += r.allocated_short / seeds;
+        short_h += r.short_hours / seeds;
+        for (int k = 0; k < kKinds; ++k) failed[k] += static_cast<double>(r.failed[k]) / seeds;
+        waited += static_cast<double>(r.waits_s.size()) / seeds;
+        for (double w : r.waits_s) waits.push_back(w / 60);
+        blocked += static_cast<double>(r.blocked) / seeds;
+        plans += static_cast<double>(r.plans) / seeds;
+        moves += static_cast<double>(r.moves) / seeds;
+      }
+      char kinds[64], defrag[32];
+      std::snprintf(kinds, sizeof kinds, "%.0f/%.0f/%.0f/%.0f", failed[kCpuOnly], failed[kShare],
+                    failed[kOneGpu], failed[kMultiGpu]);
+      std::snprintf(defrag, sizeof defrag, "%.0f/%.0f", plans, moves);
+      std::printf("%-11s %-18s %6.0f %6.0f %9.2f %9.2f %8.1f %-20s %7.0f %7.1f %7.1f %8.0f %12s\n",
+                  trace.c_str(), name.c_str(), gpus, peak, alloc, alloc_short, short_h, kinds, waited,
+                  Percentile(waits, 0.5), Percentile(waits, 0.99), blocked,
+                  policy == Policy::kDefrag ? defrag : "-");
+      std::fflush(stdout);
+    }
+  }
+}
+
 int Main(int argc, char** argv) {
   std::string dir = std::string(MGPU_TRACES_DIR) + "/openb";
   std::vector<std::string> traces = {"default",    "cpu100",     "cpu200",    "gpushare40", "gpushare80",
@@ -568,12 +986,21 @@ int Main(int argc, char** argv) {
   std::vector<std::pair<Policy, std::string>> policies = kPolicies;
   int seeds = 10;
   int first_seed = 42;
+  uint32_t gen_seed = 1;
   size_t limit = 0;
+  bool departures = false;
+  double cluster_share = 0.5;
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const std::string value = i + 1 < argc ? argv[i + 1] : "";
-    if (arg == "--trace-dir")
+    if (arg == "--departures") {
+      departures = true;
+      continue;
+    }
+    if (arg == "--cluster-share")
+      cluster_share = std::stod(value);
+    else if (arg == "--trace-dir")
       dir = value;
     else if (arg == "--traces")
       traces = Split(value, ',');
@@ -581,6 +1008,8 @@ int Main(int argc, char** argv) {
       seeds = std::stoi(value);
     else if (arg == "--first-seed")
       first_seed = std::stoi(value);
+    else if (arg == "--gen-seed")
+      gen_seed = static_cast<uint32_t>(std::stoul(value));
     else if (arg == "--limit")
       limit = std::stoul(value);
     else if (arg == "--threads")
@@ -597,44 +1026,42 @@ int Main(int argc, char** argv) {
     } else {
       std::cerr
           << "usage: mgpu_trace_replay [--traces a,b] [--policies random,bestfit,packing,binpack,spread,"
-             "fragmentation,offline,offline-arrival] "
-             "[--seeds N] [--first-seed S] [--trace-dir DIR] [--threads N] [--limit PODS]\n";
+             "fragmentation,offline,offline-arrival,defrag] "
+             "[--seeds N] [--first-seed S] [--gen-seed S] [--trace-dir DIR] [--threads N] [--limit PODS] "
+             "[--departures [--cluster-share F]]\n";
       return 2;
     }
     ++i;
   }
   const auto nodes = LoadNodes(dir);
+  const auto load = [&](const std::string& trace) {
+    return trace.rfind("gen-", 0) == 0 ? GenerateList(dir, trace, gen_seed)
+                                       : LoadPods(dir + "/openb_pod_list_" + trace + ".csv");
+  };
+  if (departures) {
+    std::erase_if(policies, [](const auto& p) {
+      return p.first == Policy::kOffline || p.first == Policy::kOfflineArrival;
+    });
+    RunDepartures(nodes, traces, load, policies, seeds, first_seed, threads, cluster_share);
+    return 0;
+  }
+  std::erase_if(policies, [](const auto& p) { return p.first == Policy::kDefrag; });
   const auto published = LoadPublished(dir);
   std::printf("openb trace replay: %zu nodes, seeds %d..%d, gpu_milli rounded to whole mgpu-core percent\n",
               nodes.size(), first_seed, first_seed + seeds - 1);
-  std::printf("%-11s %-18s %16s %16s %9s %9s  %-20s %9s  %-20s %8s %8s\n", "trace", "policy", "unalloc@100 %",
-              "unalloc@130 %", "paper@100", "FGD@100", "failed@100 c/s/1/m", "cpu@100 %",
-              "failed@130 c/s/1/m", "p50 us", "p99 us");
+  std::printf("%-11s %-18s %16s %16s %9s %9s  %-20s %9s  %-20s %9s %8s %8s\n", "trace", "policy",
+              "unalloc@100 %", "unalloc@130 %", "paper@100", "FGD@100", "failed@100 c/s/1/m", "cpu@100 %",
+              "failed@130 c/s/1/m", "cpu@130 %", "p50 us", "p99 us");
   for (const std::string& trace : traces) {
-    const auto pods = LoadPods(dir + "/openb_pod_list_" + trace + ".csv");
-    struct Job {
-      Policy policy;
-      uint32_t seed;
-      RunResult result;
-    };
-    std::vector<Job> jobs;
-    for (const auto& [policy, name] : policies) {
-      for (int s = 0; s < seeds; ++s) jobs.push_back({policy, static_cast<uint32_t>(first_seed + s), {}});
-    }
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < threads; ++t) {
-      pool.emplace_back([&] {
-        for (size_t j; (j = next++) < jobs.size();)
-          jobs[j].result = Replay(nodes, pods, jobs[j].policy, jobs[j].seed, limit);
-      });
-    }
-    for (auto& t : pool) t.join();
+    const auto pods = load(trace);
+    std::vector<Job<RunResult>> jobs = JobsFor<RunResult>(policies, seeds, first_seed);
+    RunJobs(jobs.size(), threads,
+            [&](size_t j) { jobs[j].result = Replay(nodes, pods, jobs[j].policy, jobs[j].seed, limit); });
     double mgpu_at100 = NAN, offline_at100 = NAN;
     for (const auto& [policy, name] : policies) {
       std::vector<double> at100, at130, times;
-      double failed[kKinds] = {}, failed_at100[kKinds] = {}, cpu_unplaced = 0;
-      for (const Job& j : jobs) {
+      double failed[kKinds] = {}, failed_at100[kKinds] = {}, cpu_unplaced_at100 = 0, cpu_unplaced = 0;
+      for (const Job<RunResult>& j : jobs) {
         if (j.policy != policy) continue;
         at100.push_back(100 - j.result.allocated[kMark100]);
         at130.push_back(100 - j.result.allocated[kMark130]);
@@ -642,7 +1069,8 @@ int Main(int argc, char** argv) {
           failed[k] += static_cast<double>(j.result.failed[k]) / seeds;
           failed_at100[k] += static_cast<double>(j.result.failed_at100[k]) / seeds;
         }
-        cpu_unplaced += j.result.cpu_unplaced_at100 / seeds;
+        cpu_unplaced_at100 += j.result.cpu_unplaced_at100 / seeds;
+        cpu_unplaced += j.result.cpu_unplaced / seeds;
         times.insert(times.end(), j.result.decision_us.begin(), j.result.decision_us.end());
       }
       const Stats s100 = MeanSd(at100), s130 = MeanSd(at130);
@@ -661,12 +1089,12 @@ int Main(int argc, char** argv) {
         if (!times.empty()) std::snprintf(text, sizeof text, "%.1f", Percentile(times, q));
         return std::string(text);
       };
-      std::printf("%-11s %-18s %7.2f ± %5.2f  %7.2f ± %5.2f  %9s %9s  %-20s %9.2f  %-20s %8s %8s\n",
+      std::printf("%-11s %-18s %7.2f ± %5.2f  %7.2f ± %5.2f  %9s %9s  %-20s %9.2f  %-20s %9.2f %8s %8s\n",
                   trace.c_str(), name.c_str(), s100.mean, s100.sd, s130.mean, s130.sd,
                   pub == published.end() ? "-" : std::to_string(pub->second.at100).substr(0, 5).c_str(),
                   fgd == published.end() ? "-" : std::to_string(fgd->second.at100).substr(0, 5).c_str(),
-                  kinds(failed_at100).c_str(), cpu_unplaced, kinds(failed).c_str(), us(0.5).c_str(),
-                  us(0.99).c_str());
+                  kinds(failed_at100).c_str(), cpu_unplaced_at100, kinds(failed).c_str(), cpu_unplaced,
+                  us(0.5).c_str(), us(0.99).c_str());
       std::fflush(stdout);
     }
     if (!std::isnan(mgpu_at100) && !std::isnan(offline_at100))

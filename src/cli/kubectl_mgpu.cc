@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "common/cluster_cache.h"
+#include "common/cluster_defrag.h"
 #include "common/codec.h"
 #include "common/config.h"
 #include "common/daemon.h"
@@ -39,9 +40,13 @@ constexpr std::string_view kUsage =
     "  kubectl mgpu why POD [-n NAMESPACE] [--extender URL [--extender-ca FILE | "
     "--insecure-skip-tls-verify]]\n"
     "                   [flags]   the extender filter's answer for every node: fits, or why not\n"
+    "  kubectl mgpu defrag --dry-run POD [-n NAMESPACE] [flags]\n"
+    "                   for a pod that fragmentation keeps off every node: which offline pods to move\n"
+    "                   where so that it fits (a plan only: mgpu moves no pod itself)\n"
     "\n"
     "  -o, --output        table (default) or json (nodes: the extender's /v1/nodes format)\n"
-    "  -n, --namespace     pods: only this namespace (default: all); why: the pod's (default: default)\n"
+    "  -n, --namespace     pods: only this namespace (default: all); why, defrag: the pod's (default:\n"
+    "                      default)\n"
     "  --extender          why: ask this running extender's /filter (its live cache), e.g. after\n"
     "                      kubectl -n mgpu-system port-forward svc/mgpu-scheduler-extender 12345;\n"
     "                      default: run the extender's filter here over what the API server holds\n"
@@ -63,6 +68,7 @@ struct Options {
   std::string extender;
   std::string extender_ca;
   bool insecure = false;
+  bool dry_run = false;
   std::string kubeconfig;
   std::string context;
   std::string config_file;
@@ -94,6 +100,10 @@ Result<Options> ParseArgs(const std::vector<std::string>& args) {
       o.insecure = true;
       continue;
     }
+    if (a == "--dry-run") {
+      o.dry_run = true;
+      continue;
+    }
     if (a.empty() || a[0] != '-') {
       if (o.command.empty())
         o.command = a;
@@ -122,11 +132,15 @@ Result<Options> ParseArgs(const std::vector<std::string>& args) {
     o.*(flag->second) = value;
   }
   if (o.help) return o;
-  if (o.command != "nodes" && o.command != "pods" && o.command != "why") {
-    return Error{o.command.empty() ? "missing command (nodes, pods or why)"
+  if (o.command != "nodes" && o.command != "pods" && o.command != "why" && o.command != "defrag") {
+    return Error{o.command.empty() ? "missing command (nodes, pods, why or defrag)"
                                    : "unknown command \"" + o.command + "\""};
   }
   if (o.command == "why" && o.args.size() != 1) return Error{"why takes one pod name"};
+  if (o.command == "defrag" && o.args.size() != 1) return Error{"defrag takes one pod name"};
+  if (o.command == "defrag" && !o.dry_run)
+    return Error{"defrag only plans: pass --dry-run (mgpu moves no pod itself)"};
+  if (o.command != "defrag" && o.dry_run) return Error{"--dry-run is a flag of defrag"};
   if (o.command != "why" && (!o.extender.empty() || !o.extender_ca.empty() || o.insecure))
     return Error{"--extender, --extender-ca and --insecure-skip-tls-verify are flags of why"};
   if (o.output != "table" && o.output != "json") {
@@ -283,6 +297,83 @@ std::string WhyTable(const std::vector<std::string>& nodes, const Verdicts& v) {
   return FormatTable(rows);
 }
 
+// The card indexes of `cards` on `node`, comma-separated.
+std::string CardList(const NodeState& node, const Assignment& cards) {
+  std::string out;
+  for (const ContainerAssignment& c : cards.containers) {
+    for (const CardShare& share : c.cards) {
+      const CardState* card = node.FindCard(share.uuid);
+      out += (out.empty() ? "" : ",") + (card ? std::to_string(card->card.index) : share.uuid);
+    }
+  }
+  return out;
+}
+
+// The diagnosis of a GPU pod that parsed, with a fresh model that has learned it (as why's filter runs).
+Unblocking DiagnosePod(const ClusterView& view, const PodRequest& pod) {
+  ModelPublisher model;
+  const ModelPublisher::Published published =
+      model.Observe(pod, [&view] { return view.FreeCoreByProduct(); });
+  return Diagnose(view, pod, published.model.get());
+}
+
+// The line under why's table when no node fits: is the free capacity short, or is it fragmentation?
+std::string WhyNowhere(const ClusterView& view, const Result<PodRequest>& pod, const Verdicts& verdicts) {
+  if (!pod.ok() || !pod->AsksForGpu() || !verdicts.fits.empty() || !verdicts.unresolvable.empty()) return "";
+  const Unblocking u = DiagnosePod(view, *pod);
+  if (u.cause == Unblocking::Cause::kShort) return "\nNo node fits: " + u.sentence + ".\n";
+  if (u.cause != Unblocking::Cause::kFragmentation) return "";
+  return "\nNo node fits, though the free capacity of the nodes it may use would hold it: fragmentation. " +
+         std::string(u.plan ? "kubectl mgpu defrag --dry-run " + pod->name + " -n " + pod->namespace_name +
+                                  " shows which offline pods to move to make room.\n"
+                            : "No move of offline pods makes room: " + u.sentence + ".\n");
+}
+
+// kubectl mgpu defrag --dry-run: the plan, or why there is none.
+std::string DefragText(const ClusterView& view, const PodRequest& pod) {
+  const std::string who = "pod " + pod.Key();
+  if (!pod.AsksForGpu()) return who + " asks for no mgpu resource: there is nothing to plan\n";
+  const Unblocking u = DiagnosePod(view, pod);
+  switch (u.cause) {
+    case Unblocking::Cause::kFits:
+      return who + " fits node " + u.nodes[u.plan->node]->state.name + " now: nothing to move\n";
+    case Unblocking::Cause::kShort:
+      return who + " fits no node, and moving pods cannot help: " + u.sentence + "\n";
+    case Unblocking::Cause::kFragmentation:
+      break;
+  }
+  const std::string cause = who +
+                            " fits no node, though the free capacity of the nodes it may use would hold it "
+                            "(fragmentation)";
+  if (!u.plan) return cause + "; no plan: " + u.sentence + "\n";
+  const NodeState& target = u.nodes[u.plan->node]->state;
+  std::vector<std::vector<std::string>> rows = {{"MOVE", "POD", "FROM", "TO", "CARDS"}};
+  for (size_t i = 0; i < u.plan->moves.size(); ++i) {
+    const DefragMove& m = u.plan->moves[i];
+    const NodeState& to = u.nodes[m.to]->state;
+    rows.push_back(
+        {std::to_string(i + 1), m.pod, u.nodes[m.from]->state.name, to.name, CardList(to, m.cards)});
+  }
+  return cause + ". Moving these offline pods (dry run: nothing is moved) makes room on node " + target.name +
+         ":\n" + FormatTable(rows) + "then " + who + " fits node " + target.name + " on card(s) " +
+         CardList(target, u.plan->cards) + "\n";
+}
+
+// kubectl mgpu defrag --dry-run POD: reads the pod and prints DefragText over `view`.
+int Defrag(const Options& options, kube::Client& client, const ClusterView& view, const Config& config,
+           kube::WorkloadResolver& workloads, std::ostream& out, std::ostream& err) {
+  const std::string key = PodKey(options.ns.empty() ? "default" : options.ns, options.args.front());
+  kube::ApiResult pod = client.GetPod(options.ns.empty() ? "default" : options.ns, options.args.front());
+  if (!pod.ok()) {
+    err << "kubectl-mgpu: cannot read pod " << key << ": " << pod.message() << "\n";
+    return kExitApi;
+  }
+  const Result<PodRequest> request = workloads.Read(*pod, config).request;
+  out << (request.ok() ? DefragText(view, *request)
+                       : "pod " + key + " fits no node: " + request.message() + "\n");
+  return 0;
+}
+
 }  // namespace
 
 std::string NodesTable(const std::vector<const NodeView*>& nodes) {
@@ -405,13 +496,12 @@ int Why(const Options& options, Cluster& cluster, std::ostream& out, std::ostrea
   std::vector<std::string> names;
   for (const json& node : cluster.nodes) names.push_back(kube::MetadataString(node, "name"));
   std::sort(names.begin(), names.end());
+  const Result<PodRequest> request = cluster.workloads->Read(*pod, cluster.config).request;
   Result<Verdicts> verdicts = Verdicts{};
   if (options.extender.empty()) {
     ModelPublisher model;
     DecisionMemo memo;
-    FilterVerdicts result =
-        FilterPod(*cluster.snapshot, names, cluster.workloads->Read(*pod, cluster.config).request, model,
-                  memo, cluster.config);
+    FilterVerdicts result = FilterPod(*cluster.snapshot, names, request, model, memo, cluster.config);
     for (size_t i : result.passed) verdicts->fits.insert(names[i]);
     verdicts->failed = std::move(result.failed);
     verdicts->unresolvable = std::move(result.unresolvable);
@@ -423,7 +513,7 @@ int Why(const Options& options, Cluster& cluster, std::ostream& out, std::ostrea
         << (verdicts.ok() ? "the extender answered: " + verdicts->error : verdicts.message()) << "\n";
     return kExitApi;
   }
-  out << WhyTable(names, *verdicts);
+  out << WhyTable(names, *verdicts) << WhyNowhere(*cluster.snapshot, request, *verdicts);
   return 0;
 }
 
@@ -483,6 +573,8 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   }
   Cluster cluster;
   if (int code = Load(*options, cluster, err)) return code;
+  if (options->command == "defrag")
+    return Defrag(*options, *cluster.client, *cluster.snapshot, cluster.config, *cluster.workloads, out, err);
   if (options->command == "why") return Why(*options, cluster, out, err);
   if (options->command == "pods") return Pods(*options, cluster, out, err);
   return Nodes(*options, cluster, out, err);

@@ -10,7 +10,11 @@
 //                      (from gpu-allocated, else gpu-assignment), with the pod's GPU share for billing
 //   kubectl mgpu why POD [-n NAMESPACE] [--extender URL [--extender-ca FILE | --insecure-skip-tls-verify]]:
 //                      the extender filter's answer and reason for every node, computed here over the same
-//                      cache, or asked of a running extender's /filter (its live cache)
+//                      cache, or asked of a running extender's /filter (its live cache); when no node fits,
+//                      whether the free capacity is short or fragmentation is the cause
+//   kubectl mgpu defrag --dry-run POD [-n NAMESPACE]: for a pod that fragmentation keeps off every node, the
+//                      plan of common/cluster_defrag.h: which offline pods to move where so that it fits;
+//                      mgpu moves nothing itself
 // Exit codes: 0 shown; 1 the API server (or the extender) could not be read; 2 usage; 3 kubeconfig or config
 // unreadable; 4 no mgpu node (or a named node is not one).
 #pragma once

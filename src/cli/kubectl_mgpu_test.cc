@@ -202,6 +202,52 @@ TEST_F(KubectlMgpu, WhyGivesTheFiltersAnswerForEveryNodeHereAndFromTheExtender) 
   daemon.Stop();
 }
 
+TEST_F(KubectlMgpu, WhyNamesFragmentationAndDefragPlansTheMovesThatMakeRoom) {
+  // Node a has two cards with all their core free, but an offline pod on card 1 keeps a two-card pod off it
+  // (multi-card pods never share a card with offline pods); node b's one card has room for the offline pod.
+  ASSERT_TRUE(api_.Create("nodes", Node("a", 2, 16384)).ok());
+  ASSERT_TRUE(api_.Create("nodes", Node("b", 1, 16384)).ok());
+  json batch = Pod("batch", 0, 2048);
+  batch["metadata"]["annotations"][std::string(kQosLevelAnnotation)] = "reclaimed_cores";
+  batch["spec"]["containers"][0]["resources"]["limits"] = {{names_.reclaimed_core, "40"},
+                                                           {names_.memory, "2048"}};
+  const Assignment offline{{ContainerAssignment{"c", {CardShare{"a-gpu1", 0, 40, 2048}}}}};
+  ASSERT_TRUE(api_.Create("pods", Placed(batch, "a", names_.gpu_allocated, offline)).ok());
+  ASSERT_TRUE(api_.Create("pods", Placed(Pod("web", 50, 2048), "b", names_.gpu_allocated,
+                                         OneCard("b-gpu0", 50, 2048)))
+                  .ok());
+  ASSERT_TRUE(api_.Create("pods", Pod("train", 200, 8192)).ok());
+  ASSERT_TRUE(api_.Create("pods", Pod("small", 30, 1024)).ok());
+  ASSERT_TRUE(api_.Create("pods", Pod("huge", 400, 8192)).ok());
+
+  ASSERT_EQ(Run({"why", "train"}), 0) << err_.str();
+  EXPECT_NE(out_.str().find("No node fits, though the free capacity of the nodes it may use would hold it: "
+                            "fragmentation. kubectl mgpu defrag --dry-run train -n default shows"),
+            std::string::npos)
+      << out_.str();
+  ASSERT_EQ(Run({"why", "huge"}), 0) << err_.str();
+  EXPECT_NE(out_.str().find("No node fits: the nodes pod default/huge may use have 250 percent core free in "
+                            "all, it asks for 400."),
+            std::string::npos)
+      << out_.str();
+  ASSERT_EQ(Run({"why", "small"}), 0) << err_.str();
+  EXPECT_EQ(out_.str().find("No node fits"), std::string::npos) << out_.str();
+
+  EXPECT_EQ(Run({"defrag", "train"}), kExitUsage) << "only a dry run";
+  EXPECT_NE(err_.str().find("pass --dry-run"), std::string::npos) << err_.str();
+  EXPECT_EQ(Run({"nodes", "--dry-run"}), kExitUsage);
+  ASSERT_EQ(Run({"defrag", "--dry-run", "train"}), 0) << err_.str();
+  const std::string plan = out_.str();
+  EXPECT_NE(plan.find("makes room on node a:"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("1     default/batch  a     b   0"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("then pod default/train fits node a on card(s) 0,1"), std::string::npos) << plan;
+  ASSERT_EQ(Run({"defrag", "--dry-run", "small", "-n", "default"}), 0) << err_.str();
+  EXPECT_NE(out_.str().find("pod default/small fits node"), std::string::npos) << out_.str();
+  ASSERT_EQ(Run({"defrag", "--dry-run", "huge"}), 0) << err_.str();
+  EXPECT_NE(out_.str().find("moving pods cannot help"), std::string::npos) << out_.str();
+  EXPECT_EQ(Run({"defrag", "--dry-run", "nobody"}), kExitApi);
+}
+
 TEST_F(KubectlMgpu, ExitCodesSayWhatWentWrong) {
   EXPECT_EQ(Run({"nodes"}), kExitNoNodes);
   EXPECT_NE(err_.str().find("mgpu.io/gpu-inventory"), std::string::npos) << err_.str();

@@ -66,8 +66,9 @@ std::shared_ptr<const PodFacts> Extender::Read(const nlohmann::json& pod) {
 
 FilterResult Extender::Filter(const ExtenderArgs& args) {
   const FactsRef& facts = args.pod;
-  FilterResult result{
-      FilterPod(*cache_.Snapshot(), args.node_names, facts->request, model_, memo_, cache_.config()), {}};
+  const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
+  FilterResult result{FilterPod(*view, args.node_names, facts->request, model_, memo_, cache_.config()), {}};
+  NoteFragmentation(*facts, *view, result);
   if (!facts->request.ok()) {
     metrics_.CountFilterFailure("invalid_request");
     spdlog::info("filter pod={}: {}", facts->key, facts->request.message());
@@ -76,6 +77,19 @@ FilterResult Extender::Filter(const ExtenderArgs& args) {
   metrics_.CountFilterFailure("bad_inventory", result.bad_inventory);
   metrics_.CountFilterFailure("insufficient", result.insufficient);
   return result;
+}
+
+void Extender::NoteFragmentation(const PodFacts& pod, const ClusterView& view, const FilterResult& result) {
+  if (!pod.request.ok() || !pod.request->AsksForGpu()) return;
+  if (result.passed.empty() && result.unresolvable.empty() && ShortfallIn(view, *pod.request).empty()) {
+    if (metrics_.NoteBlocked(pod.uid, pod.key))
+      spdlog::info(
+          "filter pod={}: fits no node though the free capacity would hold it (fragmentation); "
+          "kubectl mgpu defrag --dry-run plans the moves that make room",
+          pod.key);
+    return;
+  }
+  metrics_.ForgetBlocked(pod.uid);
 }
 
 FilterResult Extender::Choose(const ExtenderArgs& args) {
@@ -192,6 +206,7 @@ std::string Extender::BindWithCards(const BindArgs& args, FactsRef pod) {
     spdlog::info("bind pod={} node={}: binding failed: {}", key, args.node, bound.message());
     return "cannot bind pod " + key + " to node " + args.node + ": " + bound.message();
   }
+  metrics_.ForgetBlocked(pod->uid);
   const std::string cards = DescribeAssignment(*assignment);
   const kube::Posted event =
       events_ ? events_->Post(kube::PodReference(args.pod_namespace, args.pod_name, pod->uid), "Normal",

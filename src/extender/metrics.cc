@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include <set>
 #include <sstream>
 
 #include "common/metrics_text.h"
@@ -37,6 +38,25 @@ void Metrics::CountBindWait() {
 void Metrics::CountBindFailure() {
   std::lock_guard lock(mu_);
   ++bind_failures_;
+}
+
+bool Metrics::NoteBlocked(const std::string& uid, const std::string& pod) {
+  std::lock_guard lock(mu_);
+  const auto now = now_();
+  auto it = blocked_.find(uid);
+  const bool news = it == blocked_.end();
+  if (it == blocked_.end() && blocked_.size() >= kMaxBlocked) {
+    blocked_.erase(std::min_element(blocked_.begin(), blocked_.end(), [](const auto& a, const auto& b) {
+      return a.second.noted < b.second.noted;
+    }));
+  }
+  blocked_[uid] = Blocked{pod, now};
+  return news;
+}
+
+void Metrics::ForgetBlocked(const std::string& uid) {
+  std::lock_guard lock(mu_);
+  blocked_.erase(uid);
 }
 
 uint64_t Metrics::bind_waits() const {
@@ -82,6 +102,20 @@ std::string Metrics::Render(const ClusterView& view) const {
            "retries the pod).\n# TYPE mgpu_extender_bind_failures_total counter\n"
            "mgpu_extender_bind_failures_total "
         << bind_failures_ << '\n';
+    const auto now = now_();
+    std::erase_if(blocked_, [&](const auto& entry) { return now - entry.second.noted > kBlockedFor; });
+    std::set<std::string> pods;  // in name order
+    for (const auto& [uid, b] : blocked_) pods.insert(b.pod);
+    out << "# HELP mgpu_extender_pods_blocked_by_fragmentation GPU pods that fit no node at their latest "
+           "filter though the free capacity of the nodes they may use would hold them.\n"
+           "# TYPE mgpu_extender_pods_blocked_by_fragmentation gauge\n"
+           "mgpu_extender_pods_blocked_by_fragmentation "
+        << blocked_.size()
+        << "\n# HELP mgpu_extender_pod_blocked_by_fragmentation A pod blocked by fragmentation (kubectl mgpu "
+           "defrag --dry-run POD plans which offline pods to move to make room).\n"
+           "# TYPE mgpu_extender_pod_blocked_by_fragmentation gauge\n";
+    for (const std::string& pod : pods)
+      out << "mgpu_extender_pod_blocked_by_fragmentation{pod=\"" << EscapeLabelValue(pod) << "\"} 1\n";
   }
   struct Series {
     const char* name;

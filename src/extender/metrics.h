@@ -3,6 +3,8 @@
 #pragma once
 
 #include <array>
+#include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -14,6 +16,9 @@ namespace mgpu::extender {
 
 class Metrics {
  public:
+  using SteadyNow = std::function<std::chrono::steady_clock::time_point()>;
+  explicit Metrics(SteadyNow now = std::chrono::steady_clock::now) : now_(std::move(now)) {}
+
   void ObserveRequest(std::string_view verb, int code, double seconds);
   void CountFilterFailure(std::string_view reason, uint64_t nodes = 1);
   // A bind that had to wait for an ambiguous pair to resolve (DESIGN §5.5).
@@ -21,6 +26,14 @@ class Metrics {
   // A bind answered with an error (kube-scheduler retries the pod).
   void CountBindFailure();
   uint64_t bind_waits() const;
+  // A GPU pod that fit none of its candidate nodes at its latest filter though the free capacity of the nodes
+  // it may use would hold it (fragmentation; kubectl mgpu defrag --dry-run plans the moves that make room).
+  // Returns whether this is news (a pod not noted). A pod is forgotten by ForgetBlocked (a filter that finds
+  // it a node, its bind), or once kBlockedFor has passed since it was last noted: kube-scheduler retries a
+  // pending pod at least every 5 minutes, and a deleted one is never filtered again. At most kMaxBlocked
+  // pods, the latest noted.
+  bool NoteBlocked(const std::string& uid, const std::string& pod);
+  void ForgetBlocked(const std::string& uid);
   std::string Render(const ClusterView& view) const;
 
  private:
@@ -31,12 +44,20 @@ class Metrics {
     uint64_t count = 0;
     double sum = 0;
   };
+  static constexpr std::chrono::minutes kBlockedFor{10};
+  static constexpr size_t kMaxBlocked = 256;
+  struct Blocked {
+    std::string pod;  // namespace/name
+    std::chrono::steady_clock::time_point noted;
+  };
+  const SteadyNow now_;
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;  // (verb, HTTP code)
   std::map<std::string, Histogram> latency_;
   std::map<std::string, uint64_t> filter_failures_;
   uint64_t bind_waits_ = 0;
   uint64_t bind_failures_ = 0;
+  mutable std::map<std::string, Blocked> blocked_;  // by pod uid; expired ones are dropped when rendering
 };
 
 // The mgpu_extender_ready gauge (the same answer as /readyz).
