@@ -205,3 +205,35 @@ TEST(Config, ListenAddressesParseOneWayEverywhere) {
 
 }  // namespace
 }  // namespace mgpu
+
+namespace mgpu {
+namespace {
+
+TEST(Config, ReadsTheDraKeys) {
+  auto defaults = ParseConfig("");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->device_plugin.mode, NodeMode::kDevicePlugin);
+  EXPECT_EQ(defaults->dra.kubelet_root_dir, "/var/lib/kubelet");
+  EXPECT_EQ(defaults->dra.cdi_directory, "/var/run/cdi");
+  auto c = ParseConfig(R"(
+devicePlugin: {mode: dra}
+dra: {kubeletRootDir: /k, cdiDirectory: /etc/cdi, stateDirectory: /s, deviceRoot: /host/dev}
+)");
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_EQ(c->device_plugin.mode, NodeMode::kDra);
+  EXPECT_EQ(c->dra.kubelet_root_dir, "/k");
+  EXPECT_EQ(c->dra.cdi_directory, "/etc/cdi");
+  EXPECT_EQ(c->dra.state_directory, "/s");
+  EXPECT_EQ(c->dra.device_root, "/host/dev");
+
+  auto bad_mode = ParseConfig("devicePlugin: {mode: both}");
+  ASSERT_FALSE(bad_mode.ok());
+  EXPECT_NE(bad_mode.message().find("devicePlugin.mode must be one of device-plugin, dra"), std::string::npos)
+      << bad_mode.message();
+  auto relative = ParseConfig("dra: {cdiDirectory: cdi}");
+  ASSERT_FALSE(relative.ok());
+  EXPECT_NE(relative.message().find("dra.cdiDirectory must be an absolute path"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mgpu
