@@ -9,7 +9,9 @@
 # ValidatingWebhookConfiguration mgpu-scheduler-extender, with kubectl's current context.
 # Replacement mode: copy ca.crt to /etc/kubernetes/mgpu/ca.crt on the control-plane nodes (the kube-scheduler
 # config's tlsConfig.caFile).
-# Usage: scripts/certs.sh [--out DIR] [--namespace NS] [--service NAME] [--days N] [--apply]
+# With --keep, a CA and certificate already in the output folder are kept (made only when missing), e.g. when a
+# kube-scheduler already trusts that CA.
+# Usage: scripts/certs.sh [--out DIR] [--namespace NS] [--service NAME] [--days N] [--keep] [--apply]
 set -euo pipefail
 
 out=mgpu-certs
@@ -17,6 +19,7 @@ namespace=mgpu-system
 service=mgpu-scheduler-extender
 days=825
 apply=false
+keep=false
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
@@ -24,6 +27,7 @@ while [ $# -gt 0 ]; do
     --service) service=$2; shift 2 ;;
     --days) days=$2; shift 2 ;;
     --apply) apply=true; shift ;;
+    --keep) keep=true; shift ;;
     *) echo "certs.sh: unknown argument $1 (see the usage at the top of the script)" >&2; exit 2 ;;
   esac
 done
@@ -31,19 +35,21 @@ command -v openssl >/dev/null || { echo "certs.sh: openssl is not installed" >&2
 mkdir -p "$out"
 umask 077
 
-openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days "$days" -subj "/CN=mgpu-scheduler-extender CA" \
-  -keyout "$out/ca.key" -out "$out/ca.crt" 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -sha256 -subj "/CN=$service.$namespace.svc" \
-  -keyout "$out/tls.key" -out "$out/tls.csr" 2>/dev/null
-cat >"$out/tls.ext" <<EXT
+if ! $keep || [ ! -f "$out/ca.crt" ] || [ ! -f "$out/tls.crt" ] || [ ! -f "$out/tls.key" ]; then
+  openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days "$days" -subj "/CN=mgpu-scheduler-extender CA" \
+    -keyout "$out/ca.key" -out "$out/ca.crt" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -sha256 -subj "/CN=$service.$namespace.svc" \
+    -keyout "$out/tls.key" -out "$out/tls.csr" 2>/dev/null
+  cat >"$out/tls.ext" <<EXT
 basicConstraints = CA:FALSE
 keyUsage = digitalSignature, keyEncipherment
 extendedKeyUsage = serverAuth
 subjectAltName = DNS:$service, DNS:$service.$namespace, DNS:$service.$namespace.svc, DNS:$service.$namespace.svc.cluster.local
 EXT
-openssl x509 -req -sha256 -days "$days" -in "$out/tls.csr" -CA "$out/ca.crt" -CAkey "$out/ca.key" \
-  -CAcreateserial -extfile "$out/tls.ext" -out "$out/tls.crt" 2>/dev/null
-rm -f "$out/tls.csr" "$out/tls.ext" "$out/ca.srl"
+  openssl x509 -req -sha256 -days "$days" -in "$out/tls.csr" -CA "$out/ca.crt" -CAkey "$out/ca.key" \
+    -CAcreateserial -extfile "$out/tls.ext" -out "$out/tls.crt" 2>/dev/null
+  rm -f "$out/tls.csr" "$out/tls.ext" "$out/ca.srl"
+fi
 
 b64() { base64 -w0 "$1"; }
 cat >"$out/secret.yaml" <<YAML

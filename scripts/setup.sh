@@ -31,6 +31,9 @@ if [ "$setup" = all ]; then
     libgtest-dev libgmock-dev googletest libbenchmark-dev openssl
     prometheus  # promtool and prometheus, for the tests of /metrics and deploy/monitoring/
     clang libclang-rt-14-dev
+    # The real cluster of the tests (scripts/cluster.sh; its Kubernetes binaries come from ../shared/k8s/):
+    # etcd, runc, the CNI plugins, busybox for the test images, and the tools the script calls.
+    etcd-server runc containernetworking-plugins busybox-static iproute2 curl util-linux jq bc
   )
   # kubectl for the kustomize test (Debian's kubernetes-client); a kubectl already installed by another
   # package owns /usr/bin/kubectl, and is used instead.

@@ -274,6 +274,11 @@ void ClusterCache::UpsertNode(const json& node) {
                     std::to_string(inventory->memory_unit_mib) + " MiB but the extender's memoryUnitMiB is " +
                     std::to_string(config_.memory_unit_mib) + "; use one memoryUnitMiB cluster-wide";
   } else {
+    // A stopping plugin's node keeps its cards and pods in view (kubectl mgpu, the metrics) but takes no new
+    // pod: the kubelet would fail its admission once the plugin is gone.
+    if (inventory->stopping)
+      entry.problem =
+          "node " + name + "'s mgpu-device-plugin is stopping; its cards take no new pods until it is back";
     entry.inventory = std::move(*inventory);
   }
   if (!entry.problem.empty()) spdlog::warn("node={} {}", name, entry.problem);

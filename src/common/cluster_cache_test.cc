@@ -154,8 +154,9 @@ TEST_F(CacheTest, LookAlikeSwapCountsEveryCardOnce) {
     }
     EXPECT_EQ(usage(), (std::pair{60, 60}));
     // No room for a third 60 percent pod anywhere: nothing was counted twice or dropped.
-    EXPECT_FALSE(cache.Reserve("n", Request(Pod("third", 60, 1000)), "uid-third", now_, nullptr,
-                               std::chrono::steady_clock::now())
+    EXPECT_FALSE(cache
+                     .Reserve("n", Request(Pod("third", 60, 1000)), "uid-third", now_, nullptr,
+                              std::chrono::steady_clock::now())
                      .ok());
     // A restarted extender that lists the pods in another order sees the same.
     ClusterCache restarted(Config(), {}, [this] { return now_.load(); });
@@ -195,8 +196,8 @@ TEST_F(CacheTest, BindSteersToTheCardThatMakesNoAmbiguousPair) {
   ASSERT_TRUE(unsteered.ok());
   ASSERT_EQ(unsteered->containers[0].cards[0].uuid, "n-gpu1");  // binpack's choice: the fuller card
   bool waited = false;
-  Result<Assignment> steered = cache_.Reserve("n", y, "uid-y", now_, nullptr,
-                                              std::chrono::steady_clock::now() + std::chrono::seconds(30), &waited);
+  Result<Assignment> steered = cache_.Reserve(
+      "n", y, "uid-y", now_, nullptr, std::chrono::steady_clock::now() + std::chrono::seconds(30), &waited);
   ASSERT_TRUE(steered.ok()) << steered.message();
   EXPECT_EQ(steered->containers[0].cards[0].uuid, "n-gpu0");
   EXPECT_FALSE(waited);
@@ -214,6 +215,29 @@ TEST_F(CacheTest, ReserveTakesCapacityAtOnceAndUnreserveGivesItBack) {
   EXPECT_EQ(CardOf("n", 0).usage.core, 0);
   EXPECT_TRUE(cache_.Reserve("n", Request(Pod("b", 60, 1000)), "uid-b", now_, nullptr, deadline).ok());
   EXPECT_FALSE(cache_.Reserve("nowhere", Request(Pod("c", 10, 10)), "uid-c", now_, nullptr, deadline).ok());
+}
+
+// A node whose plugin says it is stopping keeps its cards and pods in view but takes no new pod, with one
+// sentence, until the plugin publishes again (issue 28's stop window).
+TEST_F(CacheTest, StoppingPluginsNodeTakesNoNewPodUntilItIsBack) {
+  cache_.UpsertNode(Node("n", 1, 10000));
+  cache_.UpsertPod(Placed(Pod("p", 30, 1000), "n", names_.gpu_allocated, OneCard("n-gpu0", 30, 1000)));
+  nlohmann::json stopping = Node("n", 1, 10000);
+  Result<NodeInventory> inventory =
+      DecodeInventory(stopping["metadata"]["annotations"][names_.gpu_inventory].get<std::string>());
+  ASSERT_TRUE(inventory.ok()) << inventory.message();
+  inventory->stopping = true;
+  stopping["metadata"]["annotations"][names_.gpu_inventory] = EncodeInventory(*inventory);
+  cache_.UpsertNode(stopping);
+  EXPECT_EQ(CardOf("n", 0).usage.core, 30) << "its pods still count";
+  EXPECT_EQ(snapshot_->Find("n")->problem,
+            "node n's mgpu-device-plugin is stopping; its cards take no new pods until it is back");
+  const auto deadline = std::chrono::steady_clock::now();
+  Result<Assignment> refused =
+      cache_.Reserve("n", Request(Pod("a", 10, 100)), "uid-a", now_, nullptr, deadline);
+  EXPECT_EQ(refused.message(), snapshot_->Find("n")->problem);
+  cache_.UpsertNode(Node("n", 1, 10000));
+  EXPECT_TRUE(cache_.Reserve("n", Request(Pod("a", 10, 100)), "uid-a", now_, nullptr, deadline).ok());
 }
 
 TEST_F(CacheTest, AssumedBindSurvivesAStaleWatchEventAndYieldsToTheBoundPod) {

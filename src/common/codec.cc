@@ -98,12 +98,13 @@ std::string EncodeInventory(const NodeInventory& inventory) {
                      {"memoryMiB", c.memory_mib},
                      {"healthy", c.healthy}});
   }
-  return json{{"cards", std::move(cards)},
+  json out = {{"cards", std::move(cards)},
               {"memoryUnitMiB", inventory.memory_unit_mib},
               {"isolation", Name(inventory.isolation)},
               {"version", inventory.version},
-              {"heartbeat", inventory.heartbeat}}
-      .dump();
+              {"heartbeat", inventory.heartbeat}};
+  if (inventory.stopping) out["stopping"] = true;
+  return out.dump();
 }
 
 Result<NodeInventory> DecodeInventory(std::string_view text) {
@@ -138,6 +139,7 @@ Result<NodeInventory> DecodeInventory(std::string_view text) {
   }
   inv.version = f.String("version");
   inv.heartbeat = f.Int("heartbeat", 0);
+  if (error.empty() && j->contains("stopping")) inv.stopping = f.Bool("stopping");
   if (!error.empty()) return Error{"gpu-inventory: " + error};
   return inv;
 }
@@ -193,7 +195,8 @@ std::string EncodeAssumeTime(int64_t unix_ns) { return std::to_string(unix_ns); 
 
 Result<int64_t> DecodeAssumeTime(std::string_view text) {
   if (text.size() > 32)  // not echoed: a sentence stays a sentence
-    return Error{"gpu-assume-time is " + std::to_string(text.size()) + " characters long, not unix nanoseconds"};
+    return Error{"gpu-assume-time is " + std::to_string(text.size()) +
+                 " characters long, not unix nanoseconds"};
   int64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || v < 0) {

@@ -40,6 +40,26 @@ TEST(Codec, InventoryWireFormatUsesTheDocumentedKeys) {
       R"("heartbeat":1763900000,"isolation":"hami-core","memoryUnitMiB":16,"version":"0.1.0"})");
 }
 
+// A stopping plugin's inventory says so; an inventory without the key (every earlier plugin's) is not
+// stopping.
+TEST(Codec, InventoryStoppingRoundTripsAndDefaultsToFalse) {
+  NodeInventory inv = SampleInventory();
+  inv.stopping = true;
+  const std::string text = EncodeInventory(inv);
+  EXPECT_NE(text.find(R"("stopping":true)"), std::string::npos) << text;
+  auto back = DecodeInventory(text);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_TRUE(back->stopping);
+  EXPECT_EQ(*back, inv);
+  auto running = DecodeInventory(EncodeInventory(SampleInventory()));
+  ASSERT_TRUE(running.ok()) << running.message();
+  EXPECT_FALSE(running->stopping);
+  EXPECT_EQ(DecodeInventory(R"({"cards":[],"memoryUnitMiB":1,"isolation":"none","version":"","heartbeat":0,)"
+                            R"("stopping":"yes"})")
+                .message(),
+            "gpu-inventory: stopping must be true or false");
+}
+
 TEST(Codec, InventoryRejectsBadFieldsByPath) {
   EXPECT_EQ(DecodeInventory("{").message(), "gpu-inventory is not valid JSON");
   EXPECT_EQ(DecodeInventory("[]").message(), "gpu-inventory: the value must be an object");

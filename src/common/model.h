@@ -47,6 +47,9 @@ struct NodeInventory {
   IsolationBackend isolation = IsolationBackend::kNone;
   std::string version;
   int64_t heartbeat = 0;  // unix seconds of the last publication
+  // The plugin is stopping (it said so on SIGTERM, before it stops serving the kubelet): its cards take no
+  // new pods until a plugin publishes again. Encoded only when true.
+  bool stopping = false;
 
   bool operator==(const NodeInventory&) const = default;
 };

@@ -73,6 +73,12 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
 }
 
 void Daemon::Stop() {
+  // First the inventory says the plugin is stopping, so the extender places no new pod here while the kubelet
+  // still counts the cards (such a pod would fail admission for good).
+  if (publisher_) {
+    publisher_->Stop();
+    if (Status s = publisher_->AnnounceStopping(); !s.ok()) spdlog::warn("{}", s.message());
+  }
   // Waits inside kubelet calls end first, so that the servers drain at once.
   if (pods_) pods_->Stop();
   if (pod_resources_) pod_resources_->Stop();

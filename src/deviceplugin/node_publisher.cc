@@ -16,7 +16,7 @@ constexpr auto kRetry = std::chrono::seconds(2);
 }  // namespace
 
 kube::MetadataPatch NodeMetadata(const std::vector<Card>& cards, const Config& config,
-                                 const std::string& version, int64_t heartbeat_unix_s) {
+                                 const std::string& version, int64_t heartbeat_unix_s, bool stopping) {
   const ResourceNames names = config.Names();
   NodeInventory inventory;
   inventory.cards = cards;
@@ -26,6 +26,7 @@ kube::MetadataPatch NodeMetadata(const std::vector<Card>& cards, const Config& c
   inventory.isolation = config.isolation.backend;
   inventory.version = version;
   inventory.heartbeat = heartbeat_unix_s;
+  inventory.stopping = stopping;
   kube::MetadataPatch patch;
   patch.annotations[names.gpu_inventory] = EncodeInventory(inventory);
   patch.labels[names.label_count] = std::to_string(cards.size());
@@ -51,6 +52,19 @@ void NodePublisher::Start() {
 
 void NodePublisher::Stop() {
   thread_.Stop([this] { state_.Wake(); });
+}
+
+Status NodePublisher::AnnounceStopping() {
+  const int64_t now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  kube::ApiResult result =
+      client_.PatchNodeMetadata(node_, NodeMetadata(state_.Cards(), config_, version_, now_s, true));
+  if (!result.ok())
+    return Error{"node " + node_ + ": could not say in " + config_.Names().gpu_inventory +
+                 " that the plugin is stopping: " + result.message()};
+  spdlog::info("node={} said in {} that the plugin is stopping", node_, config_.Names().gpu_inventory);
+  return Status{};
 }
 
 void NodePublisher::Run() {

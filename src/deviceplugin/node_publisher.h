@@ -18,9 +18,10 @@
 
 namespace mgpu::dp {
 
-// The annotation and labels for `cards`. The labels describe the card with the lowest index.
+// The annotation and labels for `cards`. The labels describe the card with the lowest index. `stopping`: the
+// inventory says the plugin is stopping (NodeInventory::stopping).
 kube::MetadataPatch NodeMetadata(const std::vector<Card>& cards, const Config& config,
-                                 const std::string& version, int64_t heartbeat_unix_s);
+                                 const std::string& version, int64_t heartbeat_unix_s, bool stopping = false);
 
 class NodePublisher {
  public:
@@ -33,6 +34,9 @@ class NodePublisher {
   void Start();
   // Returns at once; idempotent.
   void Stop();
+  // Once stopped: publishes the inventory saying the plugin is stopping (one patch, bounded by the client's
+  // request timeout), so the extender stops choosing this node before the kubelet loses the plugin.
+  Status AnnounceStopping();
   // Successful patches so far.
   uint64_t published() const { return published_; }
 

@@ -38,6 +38,13 @@ TEST(NodeMetadata, InventoryAnnotationAndLabels) {
   EXPECT_EQ(patch.labels.at(names.label_count), "2");
   EXPECT_EQ(patch.labels.at(names.label_memory), "81559");
 
+  EXPECT_FALSE(inventory->stopping);
+  const kube::MetadataPatch stopping = NodeMetadata(cards, config, "0.1.0", 1700000001, true);
+  auto said = DecodeInventory(*stopping.annotations.at(names.gpu_inventory));
+  ASSERT_TRUE(said.ok()) << said.message();
+  EXPECT_TRUE(said->stopping);
+  EXPECT_EQ(said->cards, inventory->cards);
+
   const kube::MetadataPatch none = NodeMetadata({}, config, "0.1.0", 1);
   EXPECT_EQ(none.labels.at(names.label_count), "0");
   EXPECT_EQ(none.labels.at(names.label_product), std::nullopt);

@@ -25,6 +25,7 @@
 #include "common/manifest.h"
 #include "common/yaml_json.h"
 #include "deviceplugin/devices.h"
+#include "deviceplugin/static_backend.h"
 #include "extender/daemon.h"
 #include "support/fake_apiserver.h"
 #include "support/test_certs.h"
@@ -82,6 +83,10 @@ class Deploy : public ::testing::Test {
     }
     std::sort(files.begin(), files.end());
     for (const fs::path& path : files) {
+      if (path.parent_path().filename() == "patches") {
+        ++patch_files_;
+        continue;  // an overlay's partial objects: checked as that overlay renders them
+      }
       const std::string text = ReadText(path);
       Result<std::vector<json>> docs = YamlDocumentsToJson(text);
       ASSERT_TRUE(docs.ok()) << Relative(path) << ": " << docs.message();
@@ -96,6 +101,10 @@ class Deploy : public ::testing::Test {
       }
       if (first.is_object() && first.contains("apiVersion")) {
         for (const json& doc : *docs) objects_.push_back({Relative(path), doc});
+      } else if (first.is_object() && first.contains("cards")) {
+        Result<std::vector<Card>> cards = dp::StaticBackend::ParseCards(text, Relative(path));
+        EXPECT_TRUE(cards.ok()) << Relative(path) << " (a static inventory): " << cards.message();
+        ++inventories_;
       } else if (first.is_array()) {
         Result<std::vector<SampleNode>> nodes = SampleNodesOf(text);
         EXPECT_TRUE(nodes.ok()) << Relative(path) << " (sample nodes): " << nodes.message();
@@ -175,7 +184,45 @@ class Deploy : public ::testing::Test {
   static inline std::vector<Object> objects_;
   static inline std::vector<std::string> kustomizations_;  // their folders, relative to deploy/
   static inline int config_files_ = 0;
+  static inline int patch_files_ = 0;
+  static inline int inventories_ = 0;
 };
+
+// kubectl for `kubectl kustomize`: MGPU_KUBECTL, else the v1.36.2 one of ../shared/k8s/ (scripts/cluster.sh
+// binaries unpacks it once), else the one on PATH; empty when there is none.
+std::string Kubectl() {
+  const char* env = std::getenv("MGPU_KUBECTL");
+  if (env && *env) return env;
+  testing::TempDir dir;
+  const std::string out = dir.path() + "/bin";
+  if (std::system(("bash " + (fs::path(MGPU_SOURCE_DIR) / "scripts" / "cluster.sh").string() +
+                   " binaries --state-dir " + dir.path() + " > " + out + " 2> /dev/null")
+                      .c_str()) == 0) {
+    std::string bin = ReadText(out);
+    while (!bin.empty() && bin.back() == '\n') bin.pop_back();
+    if (fs::exists(bin + "/kubectl")) return bin + "/kubectl";
+  }
+  if (std::system("command -v kubectl > /dev/null 2>&1") == 0) return "kubectl";
+  return "";
+}
+
+// The objects `kubectl kustomize deploy/<root>` renders.
+std::vector<json> Render(const std::string& kubectl, const std::string& root) {
+  testing::TempDir dir;
+  const std::string out = dir.path() + "/out.yaml", err = dir.path() + "/err.txt";
+  const int rc =
+      std::system((kubectl + " kustomize " + (kDeploy / root).string() + " > " + out + " 2> " + err).c_str());
+  EXPECT_EQ(rc, 0) << root << ": " << ReadText(err);
+  Result<std::vector<json>> docs = YamlDocumentsToJson(ReadText(out));
+  EXPECT_TRUE(docs.ok()) << root << ": " << docs.message();
+  return rc == 0 && docs.ok() ? *docs : std::vector<json>();
+}
+
+const json* RenderedObject(const std::vector<json>& docs, const std::string& kind, const std::string& name) {
+  for (const json& d : docs)
+    if (d.value("kind", "") == kind && d["metadata"].value("name", "") == name) return &d;
+  return nullptr;
+}
 
 TEST_F(Deploy, EveryManifestHasApiVersionKindAndName) {
   ASSERT_FALSE(Objects().empty());
@@ -413,11 +460,10 @@ TEST_F(Deploy, EveryDaemonHasADebian12Dockerfile) {
 // scheduler-mode overlays to exactly the objects of deploy/'s files, which the tests above check; the
 // generated ConfigMaps carry the monitoring files as they are. Together the overlays cover every manifest.
 TEST_F(Deploy, KustomizeRendersExactlyTheManifests) {
-  const char* env = std::getenv("MGPU_KUBECTL");
-  const std::string kubectl = env && *env ? env : "kubectl";
-  if (std::system(("command -v " + kubectl + " > /dev/null 2>&1").c_str()) != 0)
-    GTEST_SKIP() << kubectl
-                 << " is not installed (Debian package kubernetes-client, which scripts/setup.sh installs)";
+  const std::string kubectl = Kubectl();
+  if (kubectl.empty())
+    GTEST_SKIP() << "no kubectl (the archives of ../shared/k8s/, or Debian's kubernetes-client, which "
+                    "scripts/setup.sh installs)";
   const std::vector<std::string> roots = {".", "base", "overlays/scheduler-extender",
                                           "overlays/second-scheduler"};
   for (const std::string& root : roots) {
@@ -464,6 +510,111 @@ TEST_F(Deploy, KustomizeRendersExactlyTheManifests) {
     if (!Operational(o) || kComponentConfigs.count(o.Kind())) continue;
     EXPECT_TRUE(rendered["overlays/second-scheduler"].count(o.Kind() + " " + o.Namespace() + "/" + o.Name()))
         << o.file << ": " << o.Kind() << " " << o.Name() << " is in no kustomization";
+  }
+}
+
+// The overlay for a GPU-less test node (what scripts/cluster.sh deploys) is the base with only the device
+// plugin, the extender and the config changed, plus the static inventory: the plugin reads it through
+// gpuBackend static from where the DaemonSet mounts it, both daemons are on the node's network and reach the
+// API server on loopback, one extender replica.
+TEST_F(Deploy, StaticTestNodeOverlayIsTheBaseWithStaticCardsOnTheNodesNetwork) {
+  const std::string kubectl = Kubectl();
+  if (kubectl.empty()) GTEST_SKIP() << "no kubectl";
+  EXPECT_EQ(patch_files_, 2) << "overlays/static-test-node/patches/";
+  EXPECT_GE(inventories_, 1) << "overlays/static-test-node/inventory.yaml";
+  const std::vector<json> base = Render(kubectl, "base");
+  const std::vector<json> overlay = Render(kubectl, "overlays/static-test-node");
+  ASSERT_FALSE(overlay.empty());
+  const std::set<std::string> changed = {"DaemonSet mgpu-device-plugin", "Deployment mgpu-scheduler-extender",
+                                         "ConfigMap mgpu-config", "ConfigMap mgpu-static-inventory"};
+  std::set<std::string> names;
+  for (const json& o : overlay) {
+    const std::string id = o.value("kind", "") + " " + o["metadata"].value("name", "");
+    names.insert(id);
+    if (changed.count(id)) continue;
+    const json* same = RenderedObject(base, o.value("kind", ""), o["metadata"].value("name", ""));
+    ASSERT_NE(same, nullptr) << id << " is not in the base";
+    EXPECT_EQ(o, *same) << id << " differs from the base's";
+  }
+  EXPECT_EQ(names.size(), base.size() + 1) << "the base's objects and the static inventory";
+
+  const json* config_map = RenderedObject(overlay, "ConfigMap", "mgpu-config");
+  ASSERT_NE(config_map, nullptr);
+  Result<Config> config =
+      ParseConfig(config_map->at("data").at("config.yaml").get<std::string>(), "mgpu-config");
+  ASSERT_TRUE(config.ok()) << config.message();
+  EXPECT_EQ(config->device_plugin.gpu_backend, "static");
+  const json* inventory = RenderedObject(overlay, "ConfigMap", "mgpu-static-inventory");
+  ASSERT_NE(inventory, nullptr);
+  const fs::path file = config->device_plugin.static_inventory_file;
+  ASSERT_TRUE(inventory->at("data").contains(file.filename().string())) << file;
+  EXPECT_TRUE(
+      dp::StaticBackend::ParseCards(inventory->at("data").at(file.filename().string()).get<std::string>(),
+                                    "mgpu-static-inventory")
+          .ok());
+
+  const json* plugin = RenderedObject(overlay, "DaemonSet", "mgpu-device-plugin");
+  const json* extender = RenderedObject(overlay, "Deployment", "mgpu-scheduler-extender");
+  ASSERT_TRUE(plugin && extender);
+  EXPECT_EQ(extender->at("spec").value("replicas", 0), 1);
+  for (const json* workload : {plugin, extender}) {
+    const json& pod = workload->at("spec").at("template").at("spec");
+    EXPECT_TRUE(pod.value("hostNetwork", false));
+    EXPECT_EQ(pod.value("dnsPolicy", ""), "ClusterFirstWithHostNet");
+    std::map<std::string, std::string> env;
+    for (const json& e : pod["containers"][0].value("env", json::array()))
+      env[e["name"]] = e.value("value", "");
+    EXPECT_EQ(env["KUBERNETES_SERVICE_HOST"], "127.0.0.1");
+    EXPECT_FALSE(env["KUBERNETES_SERVICE_PORT"].empty());
+  }
+  bool mounted = false;
+  const json& pod = plugin->at("spec").at("template").at("spec");
+  for (const json& m : pod["containers"][0]["volumeMounts"])
+    for (const json& v : pod["volumes"])
+      mounted |= v["name"] == m["name"] && v.contains("configMap") &&
+                 v["configMap"]["name"] == "mgpu-static-inventory" &&
+                 m["mountPath"] == file.parent_path().string();
+  EXPECT_TRUE(mounted) << "the DaemonSet mounts mgpu-static-inventory at " << file.parent_path();
+}
+
+// The device plugin's liveness probe and the extender's probes call the pod's address at a port of the
+// container: in the base and every overlay, each daemon listens on that port, on every address (or, with
+// hostNetwork, possibly the node's); otherwise the probe fails and the kubelet restarts the daemon for ever.
+TEST_F(Deploy, ProbesReachTheAddressesTheDaemonsListenOn) {
+  const std::string kubectl = Kubectl();
+  if (kubectl.empty()) GTEST_SKIP() << "no kubectl";
+  for (const std::string root : {"base", "overlays/second-scheduler", "overlays/static-test-node"}) {
+    SCOPED_TRACE(root);
+    const std::vector<json> docs = Render(kubectl, root);
+    const json* config_map = RenderedObject(docs, "ConfigMap", "mgpu-config");
+    ASSERT_NE(config_map, nullptr);
+    Result<Config> config =
+        ParseConfig(config_map->at("data").at("config.yaml").get<std::string>(), "mgpu-config");
+    ASSERT_TRUE(config.ok()) << config.message();
+    const std::pair<const char*, const char*> daemons[] = {{"DaemonSet", "mgpu-device-plugin"},
+                                                           {"Deployment", "mgpu-scheduler-extender"}};
+    for (const auto& [kind, name] : daemons) {
+      const json* workload = RenderedObject(docs, kind, name);
+      ASSERT_NE(workload, nullptr) << name;
+      const json& pod = workload->at("spec").at("template").at("spec");
+      const json& container = pod["containers"][0];
+      const std::string address = std::string(name) == "mgpu-device-plugin"
+                                      ? config->device_plugin.metrics_address
+                                      : config->extender.listen_address;
+      Result<HostPort> listen = ParseHostPort(address, name);
+      ASSERT_TRUE(listen.ok()) << listen.message();
+      EXPECT_TRUE(listen->host == "0.0.0.0" || pod.value("hostNetwork", false))
+          << name << " listens on " << address << " only, which the probe (the pod's address) does not reach";
+      for (const char* probe : {"livenessProbe", "readinessProbe"}) {
+        if (!container.contains(probe)) continue;
+        const json& port = container[probe]["httpGet"]["port"];
+        int number = port.is_number() ? port.get<int>() : 0;
+        for (const json& p : container.value("ports", json::array()))
+          if (port.is_string() && p.value("name", "") == port.get<std::string>()) number = p["containerPort"];
+        EXPECT_EQ(number, listen->port)
+            << name << " " << probe << " calls port " << port << " but it listens on " << address;
+      }
+    }
   }
 }
 

@@ -144,6 +144,16 @@ class DaemonTest : public ::testing::Test {
 
   json StoredPod(const std::string& name) { return api_.Get("pods", "default", name).value_or(json()); }
 
+  // The node's D/gpu-inventory as the API server holds it, if readable.
+  std::optional<NodeInventory> Inventory() {
+    const json node = api_.Get("nodes", "", kNode).value_or(json());
+    const json annotations = node["metadata"].value("annotations", json::object());
+    if (!annotations.contains(kNames.gpu_inventory)) return std::nullopt;
+    Result<NodeInventory> i = DecodeInventory(annotations[kNames.gpu_inventory].get<std::string>());
+    if (!i.ok()) return std::nullopt;
+    return *i;
+  }
+
   std::optional<Assignment> AllocatedOf(const std::string& pod) {
     const json p = StoredPod(pod);
     const json annotations = p["metadata"].value("annotations", json::object());
@@ -344,14 +354,7 @@ TEST_F(DaemonTest, CorrectsAGpuAllocatedThatDisagreesWithTheKubelet) {
 TEST_F(DaemonTest, PublishesTheNodeAndUpdatesItOnAHealthChange) {
   config_.device_plugin.node_heartbeat_seconds = 1;
   StartNode();
-  const auto inventory = [&]() -> std::optional<NodeInventory> {
-    const json node = api_.Get("nodes", "", kNode).value_or(json());
-    const json annotations = node["metadata"].value("annotations", json::object());
-    if (!annotations.contains(kNames.gpu_inventory)) return std::nullopt;
-    Result<NodeInventory> i = DecodeInventory(annotations[kNames.gpu_inventory].get<std::string>());
-    if (!i.ok()) return std::nullopt;
-    return *i;
-  };
+  const auto inventory = [&] { return Inventory(); };
   ASSERT_TRUE(WaitUntil([&] { return inventory().has_value(); }, kWait));
   NodeInventory first = *inventory();
   EXPECT_EQ(first.cards, TwoCards());
@@ -375,6 +378,20 @@ TEST_F(DaemonTest, PublishesTheNodeAndUpdatesItOnAHealthChange) {
   auto refused = Admit("whole", "main", 200, 0);
   ASSERT_FALSE(refused.ok());
   EXPECT_TRUE(WaitUntil([&] { return !Events("GPUAllocationFailed", kNode).empty(); }, kWait));
+}
+
+// On Stop (SIGTERM) the plugin first says in its inventory that it is stopping, so the extender stops
+// choosing the node before the kubelet loses the plugin; the next plugin's first publication takes it back.
+TEST_F(DaemonTest, SaysItIsStoppingBeforeItStopsAndTheNextPluginTakesItBack) {
+  StartNode();
+  ASSERT_TRUE(WaitUntil([&] { return Inventory().has_value(); }, kWait));
+  EXPECT_FALSE(Inventory()->stopping);
+  node_->daemon->Stop();
+  ASSERT_TRUE(Inventory().has_value());
+  EXPECT_TRUE(Inventory()->stopping) << "said before Stop returned";
+  EXPECT_EQ(Inventory()->cards, TwoCards()) << "the cards stay in view";
+  ASSERT_TRUE(node_->StartDaemon());
+  EXPECT_TRUE(WaitUntil([&] { return Inventory() && !Inventory()->stopping; }, kWait));
 }
 
 TEST_F(DaemonTest, PluginRestartMidStreamLosesNoAllocation) {
@@ -421,16 +438,17 @@ TEST_F(DaemonTest, LookAlikesSwapCardsWithoutAWarningThroughAPluginRestart) {
 
 TEST_F(DaemonTest, AWorkloadsAnnotationsAreReadIntoThePodsShape) {
   // "elder" asks guaranteed-burst-share on itself; "younger" through its Deployment (via its ReplicaSet), as
-  // the extender reads it (DESIGN §3). So they are look-alikes: the younger, admitted first, takes the elder's
-  // card as a normal swap. Read without the workload, they would be an ambiguous pair and the swap a
+  // the extender reads it (DESIGN §3). So they are look-alikes: the younger, admitted first, takes the
+  // elder's card as a normal swap. Read without the workload, they would be an ambiguous pair and the swap a
   // GPUAllocationDiffers Warning.
-  ASSERT_TRUE(api_.Create("deployments", {{"apiVersion", "apps/v1"},
-                                          {"kind", "Deployment"},
-                                          {"metadata",
-                                           {{"name", "web"},
-                                            {"namespace", "default"},
-                                            {"annotations", {{kNames.compute_policy, "guaranteed-burst-share"}}}}}})
-                  .ok());
+  ASSERT_TRUE(
+      api_.Create("deployments", {{"apiVersion", "apps/v1"},
+                                  {"kind", "Deployment"},
+                                  {"metadata",
+                                   {{"name", "web"},
+                                    {"namespace", "default"},
+                                    {"annotations", {{kNames.compute_policy, "guaranteed-burst-share"}}}}}})
+          .ok());
   const auto owned_by = [](const char* kind, const char* name) {
     return json::array({{{"apiVersion", "apps/v1"}, {"kind", kind}, {"name", name}, {"controller", true}}});
   };

@@ -3,6 +3,10 @@
 // ends with LocalCluster::CheckConsistency (every container's environment matches its pod's gpu-allocated
 // and the extender's assignment; no card over-committed) and with kubectl-mgpu showing what the extender
 // sees. Waits are on conditions with deadlines; nothing is timed.
+// tests/realcluster/ runs the same cases on a real kube-apiserver, kube-scheduler, kubelet and containerd
+// with mgpu deployed from deploy/; these stay for what a real cluster cannot give every run: several GPU
+// nodes, the Volcengine resource domain end to end (deploy/'s kube-scheduler manages mgpu.io), restarts
+// between two kubelet calls, and machines without the Kubernetes binaries.
 #include <gtest/gtest.h>
 #include <httplib.h>
 

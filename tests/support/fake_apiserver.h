@@ -15,6 +15,11 @@
 //  - Optional TLS (with required client certificates) and bearer-token checking.
 //  - Faults injected by the test apply to the next matching requests; DropWatches and Compact act at once.
 //  - Thread-safe; Stop() (and the destructor) ends every open watch and joins the server thread.
+// What it still exists for, now that tests/realcluster/ runs the real kube-apiserver v1.36.2: faults on
+// demand (a 409 or a 500 on the next request, dropped watches, compaction, slow answers) that a real API
+// server gives only by chance, thousands of objects in milliseconds for the unit, integration and benchmark
+// runs, and a server in the same process so that every daemon's test runs on any machine, without the
+// Kubernetes binaries.
 #pragma once
 
 #include <chrono>

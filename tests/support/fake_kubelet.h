@@ -3,6 +3,10 @@
 // a client that admits containers the way the kubelet does, and a PodResources server reporting what it
 // allocated. Restart() behaves like a kubelet restart: every socket in the folder is deleted and kubelet.sock
 // created again.
+// What it still exists for, now that tests/realcluster/ runs the real kubelet v1.36.2: the device plugin's
+// tests call GetPreferredAllocation and Allocate in any order and at any moment (mid-restart, two containers
+// interleaved), restart the kubelet between two calls of one container, and run several kubelets in one
+// process; a real kubelet decides its own order, runs one per machine and needs the binaries.
 #pragma once
 
 #include <chrono>

@@ -5,6 +5,8 @@
 // container asks for, then marks the pod Running, or Failed with reason UnexpectedAdmissionError and the
 // plugin's error (its devices released). A deleted pod's devices are released. What was admitted survives
 // kubelet().Restart(), as the kubelet's checkpoint does.
+// What it still exists for, now that tests/realcluster/ runs the real kubelet and containerd: many nodes in
+// one process (a machine runs one real kubelet), admissions in a chosen order, and no root or binaries.
 #pragma once
 
 #include <condition_variable>

@@ -4,6 +4,9 @@
 // a SchedulerDriver standing in for kube-scheduler. Every part talks to the others over its real wire: HTTP
 // to the API server and to the extender, gRPC on unix sockets between the plugins and the kubelets. Any
 // daemon and kubelet can be restarted in the middle.
+// What it still exists for, now that tests/realcluster/ runs mgpu deployed from deploy/ on a real cluster:
+// the demo, and end-to-end tests that need several nodes with GPUs of different models, restarts at exact
+// points between two kubelet calls, and any machine (no Kubernetes binaries, no root, a few seconds).
 #pragma once
 
 #include <chrono>

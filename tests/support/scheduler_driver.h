@@ -8,6 +8,11 @@
 // ("0/2 nodes are available: 1 <reason>, 1 <reason>.") on a FailedScheduling Event and its PodScheduled
 // condition. A pod asking for no managed resource is bound without the extender, as kube-scheduler would.
 // Not modelled: kube-scheduler's own filters and scores (node resources, affinity, taints) and preemption.
+// What it still exists for, now that tests/realcluster/ and bench/realcluster_bind.sh run the real
+// kube-scheduler v1.36.2 with deploy/'s configuration: the demo (scripts/run.sh) and the fake-cluster
+// end-to-end tests run without the Kubernetes binaries, step by step (SchedulePending returns each pod's
+// outcome at once instead of polling), and bench/bind_throughput.cc drives the extender without a real
+// scheduler's own cost (RESULTS section 5 compares the two).
 #pragma once
 
 #include <map>

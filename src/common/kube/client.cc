@@ -520,9 +520,10 @@ ApiResult Client::Replace(const ApiResource& resource, std::string_view ns, std:
 }
 
 ApiResult Client::MergePatch(const ApiResource& resource, std::string_view ns, std::string_view name,
-                             const Json& patch) {
+                             const Json& patch, std::string_view subresource) {
   std::string body = patch.dump();
-  return Request("PATCH", ResourcePath(resource, ns, name), &body, "application/merge-patch+json");
+  return Request("PATCH", ResourcePath(resource, ns, name, subresource), &body,
+                 "application/merge-patch+json");
 }
 
 ApiResult Client::Delete(const ApiResource& resource, std::string_view ns, std::string_view name) {

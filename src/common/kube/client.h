@@ -175,8 +175,9 @@ class Client {
   // PUT; a metadata.resourceVersion in `object` makes it conditional (409 Conflict when stale).
   ApiResult Replace(const ApiResource& resource, std::string_view ns, std::string_view name,
                     const Json& object);
+  // A non-empty `subresource` patches it ("status").
   ApiResult MergePatch(const ApiResource& resource, std::string_view ns, std::string_view name,
-                       const Json& patch);
+                       const Json& patch, std::string_view subresource = "");
   ApiResult Delete(const ApiResource& resource, std::string_view ns, std::string_view name);
   // Streams events to `on_event` (return false to stop). Ok when the stream ended cleanly, was stopped or was
   // cancelled; an error when the server refused the watch or the stream broke. Malformed lines are logged and

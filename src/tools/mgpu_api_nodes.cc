@@ -1,0 +1,344 @@
+// mgpu-api-nodes: nodes that exist only in a real API server, for scale tests and benchmarks against a real
+// kube-scheduler (scripts/cluster.sh --api-nodes). Each node is what a kubelet and mgpu's device plugin would
+// make of a GPU machine: a Node with cpu, memory, pods and the three mgpu resources in its capacity and
+// allocatable (the plugin's device counts), the Ready condition, the plugin's D/gpu-inventory annotation and
+// gpu.* labels (the plugin's own NodeMetadata), and the label mgpu.io/api-only=true. Its Lease in
+// kube-node-lease is renewed every --lease-renew-s, as a kubelet does, so the node lifecycle controller keeps
+// it Ready. With --confirm-after-ms, it also stands in for the nodes' device plugins: that long after it
+// sees a pod bound to one of its nodes with a D/gpu-assignment, it writes the assignment as D/gpu-allocated.
+// Runs until SIGTERM; nodes that exist already are updated, not recreated.
+//   mgpu-api-nodes --kubeconfig FILE --nodes N [--cards 2x24576[,8x81920,...]] [--config FILE]
+//                  [--prefix api-node-] [--confirm-after-ms MS] [--lease-renew-s 20]
+// Shapes: COUNTxMiB per node, taken in turn (node i gets shape i mod the number of shapes).
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/background.h"
+#include "common/config.h"
+#include "common/daemon.h"
+#include "common/kube/client.h"
+#include "common/kube/informer.h"
+#include "common/kube/kubeconfig.h"
+#include "deviceplugin/devices.h"
+#include "deviceplugin/node_publisher.h"
+
+namespace mgpu {
+namespace {
+
+using kube::Json;
+using Clock = std::chrono::steady_clock;
+
+struct Shape {
+  int cards = 0;
+  int64_t memory_mib = 0;
+};
+
+Result<std::vector<Shape>> ParseShapes(const std::string& text) {
+  std::vector<Shape> shapes;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    Shape s;
+    char tail = 0;
+    if (std::sscanf(item.c_str(), "%dx%ld%c", &s.cards, &s.memory_mib, &tail) != 2 || s.cards < 1 ||
+        s.cards > 64 || s.memory_mib < 1)
+      return Error{"--cards: '" + item + "' is not COUNTxMiB (e.g. 8x81920) with 1 to 64 cards"};
+    shapes.push_back(s);
+    start = comma + 1;
+  }
+  return shapes;
+}
+
+std::string NodeName(const std::string& prefix, int i) {
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "%04d", i);
+  return prefix + suffix;
+}
+
+std::vector<Card> CardsOf(const std::string& node, const Shape& shape) {
+  std::vector<Card> cards;
+  for (int c = 0; c < shape.cards; ++c)
+    cards.push_back(Card{c, "GPU-" + node + "-" + std::to_string(c),
+                         "mgpu-api-" + std::to_string(shape.memory_mib / 1024) + "g", shape.memory_mib,
+                         true});
+  return cards;
+}
+
+// The Node a kubelet with mgpu's device plugin would register for these cards.
+Json NodeObject(const std::string& name, const std::vector<Card>& cards, const Config& config) {
+  const kube::MetadataPatch metadata = dp::NodeMetadata(cards, config, MGPU_VERSION, std::time(nullptr));
+  Json labels = {
+      {"kubernetes.io/hostname", name}, {"kubernetes.io/os", "linux"}, {"mgpu.io/api-only", "true"}};
+  for (const auto& [key, value] : metadata.labels)
+    if (value) labels[key] = *value;
+  Json annotations = Json::object();
+  for (const auto& [key, value] : metadata.annotations)
+    if (value) annotations[key] = *value;
+  const ResourceNames names = config.Names();
+  Json resources = {{"cpu", "64"}, {"memory", "512Gi"}, {"pods", "110"}, {"ephemeral-storage", "1Ti"}};
+  for (Resource r : kAllResources) {
+    int64_t devices = 0;
+    for (const Card& card : cards) devices += dp::DevicesPerCard(card, r, config);
+    resources[FullName(r, names)] = std::to_string(devices);
+  }
+  const std::string now = kube::NowRfc3339();
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata", {{"name", name}, {"labels", labels}, {"annotations", annotations}}},
+      {"spec", Json::object()},
+      {"status",
+       {{"capacity", resources},
+        {"allocatable", resources},
+        {"conditions",
+         {{{"type", "Ready"},
+           {"status", "True"},
+           {"reason", "KubeletReady"},
+           {"message", "an API-only node of mgpu-api-nodes"},
+           {"lastHeartbeatTime", now},
+           {"lastTransitionTime", now}}}},
+        {"nodeInfo",
+         {{"kubeletVersion", "v0.0.0-api-only"}, {"architecture", "amd64"}, {"operatingSystem", "linux"}}}}}};
+}
+
+// "2026-11-26T02:23:41.123456Z", a Lease's MicroTime.
+std::string NowMicro() {
+  const auto now = std::chrono::system_clock::now();
+  const auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
+  std::string seconds = kube::NowRfc3339();  // "...Z"
+  char frac[16];
+  std::snprintf(frac, sizeof frac, ".%06ld", static_cast<long>(us));
+  return seconds.insert(seconds.size() - 1, frac);
+}
+
+class ApiNodes {
+ public:
+  ApiNodes(kube::Client& client, Config config, std::vector<std::string> nodes, std::vector<Shape> shapes,
+           int confirm_after_ms, int lease_renew_s)
+      : client_(client),
+        config_(std::move(config)),
+        nodes_(std::move(nodes)),
+        shapes_(std::move(shapes)),
+        confirm_after_(confirm_after_ms),
+        lease_renew_(lease_renew_s) {}
+
+  Status CreateNodes() {
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      const Json node = NodeObject(nodes_[i], CardsOf(nodes_[i], shapes_[i % shapes_.size()]), config_);
+      kube::ApiResult created = client_.Create(kube::kNodes, "", node);
+      if (!created.ok() && created.http_status() != 409)
+        return Error{"could not create node " + nodes_[i] + ": " + created.message()};
+      // A node's status is written through its status subresource (a create may drop it).
+      kube::ApiResult status =
+          client_.MergePatch(kube::kNodes, "", nodes_[i], {{"status", node["status"]}}, "status");
+      if (!status.ok())
+        return Error{"could not set the status of node " + nodes_[i] + ": " + status.message()};
+      if (!created.ok()) {
+        kube::ApiResult meta =
+            client_.MergePatch(kube::kNodes, "", nodes_[i], {{"metadata", node["metadata"]}});
+        if (!meta.ok()) return Error{"could not update node " + nodes_[i] + ": " + meta.message()};
+      }
+    }
+    return Status{};
+  }
+
+  void Start() {
+    leases_.Start([this] { RenewLeases(); });
+    if (confirm_after_.count() <= 0) return;
+    const std::set<std::string> mine(nodes_.begin(), nodes_.end());
+    const ResourceNames names = config_.Names();
+    kube::InformerOptions options;
+    options.resource = kube::kPods;
+    options.transform = [](Json& pod) { pod.erase("status"); };
+    informer_ = std::make_unique<kube::Informer>(
+        client_, options,
+        kube::InformerHandlers{[this, mine, names](const Json& pod) { Saw(pod, mine, names); },
+                               [this, mine, names](const Json&, const Json& pod) { Saw(pod, mine, names); },
+                               nullptr});
+    informer_->Start();
+    confirmer_.Start([this, names] { Confirm(names); });
+  }
+
+  void Stop() {
+    if (informer_) informer_->Stop();
+    confirmer_.Stop();
+    leases_.Stop();
+  }
+
+ private:
+  void RenewLeases() {
+    std::map<std::string, Json> leases;
+    while (!leases_.stopping()) {
+      const auto round = Clock::now();
+      for (const std::string& node : nodes_) {
+        if (leases_.stopping()) return;
+        Json& lease = leases[node];
+        if (lease.is_null()) {
+          kube::ApiResult got = client_.GetLease("kube-node-lease", node);
+          if (got.ok()) lease = got.value();
+        }
+        if (lease.is_null()) {
+          lease = {{"apiVersion", "coordination.k8s.io/v1"},
+                   {"kind", "Lease"},
+                   {"metadata", {{"name", node}, {"namespace", "kube-node-lease"}}},
+                   {"spec", {{"holderIdentity", node}, {"leaseDurationSeconds", 40}}}};
+          lease["spec"]["renewTime"] = NowMicro();
+          kube::ApiResult created = client_.CreateLease("kube-node-lease", lease);
+          lease = created.ok() ? created.value() : Json();
+          if (!created.ok()) spdlog::warn("node={} lease not created: {}", node, created.message());
+          continue;
+        }
+        lease["spec"]["renewTime"] = NowMicro();
+        kube::ApiResult renewed = client_.UpdateLease("kube-node-lease", lease);
+        lease = renewed.ok() ? renewed.value() : Json();
+        if (!renewed.ok()) spdlog::warn("node={} lease not renewed: {}", node, renewed.message());
+      }
+      std::unique_lock<std::mutex> lock(mu_);
+      leases_.WaitFor(
+          lock, std::chrono::duration_cast<std::chrono::milliseconds>(round + lease_renew_ - Clock::now()));
+    }
+  }
+
+  void Saw(const Json& pod, const std::set<std::string>& mine, const ResourceNames& names) {
+    const std::string node = pod["spec"].value("nodeName", "");
+    if (!mine.count(node)) return;
+    const Json& annotations = pod["metadata"].value("annotations", Json::object());
+    if (!annotations.contains(names.gpu_assignment) || annotations.contains(names.gpu_allocated)) return;
+    const std::string key = pod["metadata"].value("namespace", "") + "/" + pod["metadata"].value("name", "");
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!seen_.insert(key).second) return;
+    due_.push_back(
+        {Clock::now() + confirm_after_, key, annotations[names.gpu_assignment].get<std::string>()});
+    due_changed_.notify_all();
+  }
+
+  void Confirm(const ResourceNames& names) {
+    while (!confirmer_.stopping()) {
+      Due next;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (due_.empty()) {
+          confirmer_.WaitFor(lock, std::chrono::milliseconds(1000));
+          continue;
+        }
+        const auto wait =
+            std::chrono::duration_cast<std::chrono::milliseconds>(due_.front().at - Clock::now());
+        if (wait.count() > 0) {
+          confirmer_.WaitFor(lock, wait);
+          continue;
+        }
+        next = due_.front();
+        due_.pop_front();
+      }
+      if (next.key.empty()) continue;
+      const size_t slash = next.key.find('/');
+      kube::MetadataPatch patch;
+      patch.annotations[names.gpu_allocated] = next.assignment;
+      kube::ApiResult patched =
+          client_.PatchPodMetadata(next.key.substr(0, slash), next.key.substr(slash + 1), patch);
+      if (!patched.ok() && !patched.IsNotFound())
+        spdlog::warn("pod={} gpu-allocated not written: {}", next.key, patched.message());
+    }
+  }
+
+  struct Due {
+    Clock::time_point at{};
+    std::string key{};
+    std::string assignment{};
+  };
+
+  kube::Client& client_;
+  const Config config_;
+  const std::vector<std::string> nodes_;
+  const std::vector<Shape> shapes_;
+  const std::chrono::milliseconds confirm_after_;
+  const std::chrono::seconds lease_renew_;
+  std::unique_ptr<kube::Informer> informer_;
+  std::mutex mu_;
+  std::condition_variable due_changed_;
+  BackgroundThread leases_{mu_, due_changed_};
+  BackgroundThread confirmer_{mu_, due_changed_};
+  std::set<std::string> seen_;  // pods already queued (each is confirmed once)
+  std::deque<Due> due_;         // in time order: every entry waits the same delay
+};
+
+}  // namespace
+}  // namespace mgpu
+
+int main(int argc, char** argv) {
+  using namespace mgpu;
+  std::map<std::string, std::string> flags;
+  if (!ParseFlags(argc, argv,
+                  {"kubeconfig", "nodes", "cards", "config", "prefix", "confirm-after-ms", "lease-renew-s"},
+                  {}, flags) ||
+      flags["nodes"].empty()) {
+    std::cerr << "usage: mgpu-api-nodes --kubeconfig FILE --nodes N [--cards 2x24576[,8x81920,...]] "
+                 "[--config FILE] [--prefix api-node-] [--confirm-after-ms MS] [--lease-renew-s 20]\n";
+    return kExitUsage;
+  }
+  Result<Config> config = flags["config"].empty() ? ParseConfig("") : LoadConfigFile(flags["config"]);
+  if (!config.ok()) {
+    std::cerr << "mgpu-api-nodes: " << config.message() << '\n';
+    return kExitConfig;
+  }
+  Result<std::vector<Shape>> shapes = ParseShapes(flags["cards"].empty() ? "2x24576" : flags["cards"]);
+  if (!shapes.ok()) {
+    std::cerr << "mgpu-api-nodes: " << shapes.message() << '\n';
+    return kExitUsage;
+  }
+  const int count = std::atoi(flags["nodes"].c_str());
+  const int confirm_after_ms =
+      flags["confirm-after-ms"].empty() ? 0 : std::atoi(flags["confirm-after-ms"].c_str());
+  const int lease_renew_s = flags["lease-renew-s"].empty() ? 20 : std::atoi(flags["lease-renew-s"].c_str());
+  if (count < 1 || count > 100000 || confirm_after_ms < 0 || lease_renew_s < 1) {
+    std::cerr << "mgpu-api-nodes: --nodes must be 1 to 100000, --confirm-after-ms 0 or more, --lease-renew-s "
+                 "1 or more\n";
+    return kExitUsage;
+  }
+  Result<kube::ClusterConfig> cluster = kube::ResolveClusterConfig(flags["kubeconfig"]);
+  if (!cluster.ok()) {
+    std::cerr << "mgpu-api-nodes: " << cluster.message() << '\n';
+    return kExitConfig;
+  }
+  kube::ClientOptions client_options;
+  client_options.user_agent = "mgpu-api-nodes";
+  auto client = kube::Client::Create(std::move(*cluster), client_options);
+  if (!client.ok()) {
+    std::cerr << "mgpu-api-nodes: " << client.message() << '\n';
+    return kExitConfig;
+  }
+  std::vector<std::string> nodes;
+  const std::string prefix = flags["prefix"].empty() ? "api-node-" : flags["prefix"];
+  for (int i = 0; i < count; ++i) nodes.push_back(NodeName(prefix, i));
+
+  TerminationSignals signals;  // before any thread starts
+  ApiNodes api_nodes(**client, std::move(*config), nodes, std::move(*shapes), confirm_after_ms,
+                     lease_renew_s);
+  if (Status s = api_nodes.CreateNodes(); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return kExitServe;
+  }
+  api_nodes.Start();
+  spdlog::info("{} API-only nodes ({}0000 ...) created; renewing their leases every {} s{}", count, prefix,
+               lease_renew_s,
+               confirm_after_ms > 0
+                   ? ", confirming assignments " + std::to_string(confirm_after_ms) + " ms late"
+                   : "");
+  const int signal = signals.Wait();
+  spdlog::info("signal {}: stopping", signal);
+  api_nodes.Stop();
+  return 0;
+}

@@ -1,0 +1,409 @@
+// mgpu end to end on a real cluster (issue 28): scripts/cluster.sh brings up kube-apiserver, etcd,
+// kube-controller-manager, kube-scheduler (with deploy/'s extender configuration) and a kubelet with
+// containerd on loopback, and `cluster.sh deploy` installs mgpu as an operator does (images, `kubectl apply
+// -k` of deploy/overlays/static-test-node, scripts/certs.sh --apply). The tests then create pods through the
+// real API server and read what the real components made of them: where kube-scheduler put each pod, the
+// cards the extender assigned and the device plugin confirmed (D/gpu-allocated), and what each container
+// itself printed of its environment and of the guard. Every test ends by checking that no card is
+// over-committed and every running mgpu container's environment matches its pod's gpu-allocated.
+// One cluster serves the whole suite (bringing it up takes about a minute); the tests use the namespace
+// default and delete their pods. Skipped, and ctest says so, without the Kubernetes binaries.
+// The seed scenarios run with their resource domain replaced by mgpu.io (deploy/'s kube-scheduler
+// configuration manages mgpu.io's resources) and their images by the test workload image.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "common/codec.h"
+#include "common/config.h"
+#include "common/file.h"
+#include "common/kube/client.h"
+#include "common/kube/kubeconfig.h"
+#include "common/yaml_json.h"
+#include "support/test_env.h"
+
+namespace mgpu::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+const std::string kRepo = MGPU_SOURCE_DIR;
+const std::string kSeeds = std::string(MGPU_SHARED_DIR) + "/fixtures/seed-scenarios/";
+const ResourceNames kNames = Config().Names();
+constexpr auto kWait = 120s;
+constexpr int64_t kCardMemoryMiB = 24576;  // deploy/overlays/static-test-node/inventory.yaml
+
+struct Output {
+  int rc = 0;
+  std::string out;
+};
+
+// Runs a shell command; its stdout and stderr together.
+Output Shell(const std::string& command) {
+  Output run;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) return {127, "popen failed"};
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) run.out.append(buffer, n);
+  const int status = pclose(pipe);
+  run.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  return run;
+}
+
+class RealCluster : public ::testing::Test {
+ public:
+  static void SetUpTestSuite() {
+    const char* dir = std::getenv("MGPU_REALCLUSTER_DIR");
+    const char* base = std::getenv("MGPU_REALCLUSTER_PORT_BASE");
+    state_ = dir && *dir ? dir : "/tmp/mgpu-realcluster";
+    cluster_ = "bash " + kRepo + "/scripts/cluster.sh";
+    options_ = " --state-dir " + state_ + " --port-base " + (base && *base ? base : "36400");
+    fs::create_directories(state_);
+    const Output binaries = Shell(cluster_ + " binaries" + options_);
+    if (binaries.rc == 3) {
+      skip_ = binaries.out;
+      return;
+    }
+    const Output up = Shell(cluster_ + " up" + options_ + " && " + cluster_ + " deploy" + options_);
+    if (up.rc != 0) {
+      failure_ = "the cluster did not come up with mgpu deployed:\n" + up.out + Logs();
+      return;
+    }
+    const std::string bin = Trimmed(binaries.out);
+    kubectl_ = bin.substr(bin.rfind('\n') + 1) + "/kubectl --kubeconfig " + state_ + "/kubeconfig";
+    Result<kube::ClusterConfig> config = kube::ResolveClusterConfig(state_ + "/kubeconfig");
+    if (!config.ok()) {
+      failure_ = config.message();
+      return;
+    }
+    auto client = kube::Client::Create(*config);
+    if (!client.ok()) {
+      failure_ = client.message();
+      return;
+    }
+    client_ = std::move(*client);
+  }
+
+  static void TearDownTestSuite() {
+    client_.reset();
+    if (skip_.empty()) Shell(cluster_ + " down" + options_);
+  }
+
+ protected:
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << "skipped: no Kubernetes binaries (" << skip_ << ")";
+    ASSERT_TRUE(failure_.empty()) << failure_;
+  }
+
+  // Deletes the test's pods and workloads, and checks what every test must leave true.
+  void TearDown() override {
+    if (!skip_.empty() || !failure_.empty()) return;
+    ExpectConsistent();
+    if (HasFailure()) std::cerr << Logs();
+    Shell(kubectl_ +
+          " delete deployments,pods --all -n default --grace-period=0 --force --wait=true --timeout=60s");
+  }
+
+  static std::string Trimmed(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  }
+
+  static std::string Logs() { return Shell(cluster_ + " logs --lines 40" + options_).out; }
+
+  // An mgpu pod whose container prints its environment, then what the guard does with a 1 MiB and a
+  // too-large allocation and one launch over the test's fake driver, then sleeps.
+  static json MgpuPod(const std::string& name, int core, int64_t memory_mib,
+                      json annotations = json::object(), bool offline = false) {
+    json limits = {{offline ? kNames.reclaimed_core : kNames.core, std::to_string(core)},
+                   {kNames.memory, std::to_string(memory_mib)}};
+    if (offline) annotations["katalyst.kubewharf.io/qos_level"] = "reclaimed_cores";
+    return {{"apiVersion", "v1"},
+            {"kind", "Pod"},
+            {"metadata", {{"name", name}, {"namespace", "default"}, {"annotations", annotations}}},
+            {"spec", {{"terminationGracePeriodSeconds", 1}, {"containers", {Workload("c", limits)}}}}};
+  }
+
+  static json Workload(const std::string& name, const json& limits) {
+    return {{"name", name},
+            {"image", "localhost/workload:mgpu"},
+            {"imagePullPolicy", "Never"},
+            {"command",
+             {"/bin/sh", "-c",
+              "env | sort | sed 's/^/env /'; echo preload $(cat /etc/ld.so.preload); "
+              "test -f \"$(cat /etc/ld.so.preload)\" && echo library present; "
+              "export FAKE_CUDA_UUIDS=$MGPU_VISIBLE_CARDS MGPU_GUARD_LOG=1; "
+              "mgpu-guard-probe alloc 1 alloc $((MGPU_MEMORY_MIB + 1)) launch 1 2>&1 | sed 's/^/probe /'; "
+              "echo done; exec sleep 3600"}},
+            {"resources", {{"limits", limits}}}};
+  }
+
+  static kube::ApiResult Create(const json& object) {
+    const std::string kind = object.value("kind", "");
+    const kube::ApiResource& resource = kind == "Deployment" ? kube::kDeployments : kube::kPods;
+    return client_->Create(resource, "default", object);
+  }
+
+  static json Pod(const std::string& name) {
+    kube::ApiResult pod = client_->GetPod("default", name);
+    return pod.ok() ? pod.value() : json();
+  }
+
+  static std::optional<Assignment> Allocated(const json& pod) {
+    const json annotations = pod["metadata"].value("annotations", json::object());
+    if (!annotations.contains(kNames.gpu_allocated)) return std::nullopt;
+    Result<Assignment> a = DecodeAssignment(annotations[kNames.gpu_allocated].get<std::string>());
+    return a.ok() ? std::optional<Assignment>(*a) : std::nullopt;
+  }
+
+  // The lines the pod's container printed, once it has printed "done".
+  static std::vector<std::string> Printed(const std::string& pod) {
+    std::vector<std::string> lines;
+    WaitUntil(
+        [&] {
+          const Output logs = Shell(kubectl_ + " logs -n default " + pod);
+          if (logs.rc != 0 || logs.out.find("\ndone\n") == std::string::npos) return false;
+          std::istringstream in(logs.out);
+          lines.clear();
+          for (std::string line; std::getline(in, line);) lines.push_back(line);
+          return true;
+        },
+        kWait);
+    return lines;
+  }
+
+  static std::map<std::string, std::string> PrintedEnv(const std::string& pod) {
+    std::map<std::string, std::string> env;
+    for (const std::string& line : Printed(pod)) {
+      if (line.rfind("env ", 0) != 0) continue;
+      const size_t eq = line.find('=');
+      if (eq != std::string::npos) env[line.substr(4, eq - 4)] = line.substr(eq + 1);
+    }
+    return env;
+  }
+
+  // Waits until every named pod is Running with its gpu-allocated written.
+  static ::testing::AssertionResult RunningAndAllocated(const std::vector<std::string>& pods) {
+    for (const std::string& name : pods) {
+      if (!WaitUntil(
+              [&] {
+                const json pod = Pod(name);
+                return pod["status"].value("phase", "") == "Running" && Allocated(pod).has_value();
+              },
+              kWait))
+        return ::testing::AssertionFailure()
+               << name << " is not Running with gpu-allocated: " << Pod(name).dump();
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  // No card over-committed; every running mgpu container printed the environment its gpu-allocated says.
+  void ExpectConsistent() {
+    kube::ApiResult pods = client_->ListPods("default");
+    ASSERT_TRUE(pods.ok()) << pods.message();
+    std::map<std::string, CardUsage> cards;
+    for (const json& pod : pods->value("items", json::array())) {
+      const std::string name = pod["metadata"].value("name", "");
+      if (pod["status"].value("phase", "") != "Running") continue;
+      const std::optional<Assignment> allocated = Allocated(pod);
+      if (!pod["metadata"].value("annotations", json::object()).contains(kNames.gpu_assignment)) continue;
+      ASSERT_TRUE(allocated) << name << " runs without gpu-allocated";
+      const std::map<std::string, std::string> env = PrintedEnv(name);
+      for (const ContainerAssignment& c : allocated->containers) {
+        std::string uuids;
+        for (const CardShare& s : c.cards) {
+          uuids += (uuids.empty() ? "" : ",") + s.uuid;
+          CardUsage& u = cards[s.uuid];
+          u.core += s.core;
+          u.reclaimed_core += s.reclaimed_core;
+          u.memory_mib += s.memory_mib;
+          EXPECT_EQ(env.count("MGPU_MEMORY_MIB") ? env.at("MGPU_MEMORY_MIB") : "",
+                    std::to_string(s.memory_mib))
+              << name;
+          const char* core_key = s.core > 0 ? "MGPU_CORE_PERCENT" : "MGPU_RECLAIMED_CORE_PERCENT";
+          EXPECT_EQ(env.count(core_key) ? env.at(core_key) : "",
+                    std::to_string(s.core > 0 ? s.core : s.reclaimed_core))
+              << name;
+        }
+        EXPECT_EQ(env.count("MGPU_VISIBLE_CARDS") ? env.at("MGPU_VISIBLE_CARDS") : "", uuids)
+            << name << " container " << c.container;
+      }
+    }
+    for (const auto& [uuid, u] : cards) {
+      EXPECT_LE(u.core, 100) << uuid;
+      EXPECT_LE(u.reclaimed_core, 100) << uuid;
+      EXPECT_LE(u.memory_mib, kCardMemoryMiB) << uuid;
+    }
+  }
+
+  // The seed scenario `file` with mgpu.io for vke.volcengine.com and the workload image for the images.
+  static std::vector<json> Seed(const std::string& file) {
+    Result<std::string> text = ReadFile(kSeeds + file);
+    EXPECT_TRUE(text.ok()) << text.message();
+    std::string yaml = text.ok() ? *text : "";
+    for (size_t at; (at = yaml.find("vke.volcengine.com")) != std::string::npos;)
+      yaml.replace(at, 18, "mgpu.io");
+    Result<std::vector<json>> docs = YamlDocumentsToJson(yaml);
+    EXPECT_TRUE(docs.ok()) << docs.message();
+    std::vector<json> out;
+    for (json doc : docs.ok() ? *docs : std::vector<json>()) {
+      json& spec = doc["kind"] == "Deployment" ? doc["spec"]["template"]["spec"] : doc["spec"];
+      spec["terminationGracePeriodSeconds"] = 1;
+      for (json& c : spec["containers"]) c = Workload(c["name"], c["resources"]["limits"]);
+      out.push_back(doc);
+    }
+    return out;
+  }
+
+  static std::vector<std::string> PodsOf(const std::string& app) {
+    std::vector<std::string> names;
+    kube::ApiResult pods = client_->ListPods("default", {"app=" + app});
+    for (const json& pod : pods.ok() ? pods->value("items", json::array()) : json::array())
+      names.push_back(pod["metadata"].value("name", ""));
+    return names;
+  }
+
+  static inline std::string state_, cluster_, options_, kubectl_, skip_, failure_;
+  static inline std::unique_ptr<kube::Client> client_;
+};
+
+// The Volcengine seed scenarios (online-offline.yaml, emr-style.yaml): the four replicas of the two
+// Deployments share one card (online 60, offline 60, 16 GiB, the Deployments' compute policy), the EMR pod
+// lands too, each container holds the cards gpu-allocated names.
+TEST_F(RealCluster, SeedScenariosLandWhereExpected) {
+  for (const char* file : {"online-offline.yaml", "emr-style.yaml"})
+    for (const json& doc : Seed(file)) {
+      kube::ApiResult created = Create(doc);
+      ASSERT_TRUE(created.ok()) << file << ": " << created.message();
+    }
+  ASSERT_TRUE(WaitUntil(
+      [] { return PodsOf("infer-online").size() == 2 && PodsOf("train-offline").size() == 2; }, kWait));
+  std::vector<std::string> pods = PodsOf("infer-online");
+  for (const std::string& p : PodsOf("train-offline")) pods.push_back(p);
+  pods.push_back("spark-executor-1");
+  ASSERT_TRUE(RunningAndAllocated(pods));
+  std::map<std::string, CardUsage> cards;
+  std::set<std::string> policies;
+  for (const std::string& name : pods) {
+    if (name == "spark-executor-1") continue;
+    const json pod = Pod(name);
+    EXPECT_EQ(pod["spec"].value("nodeName", ""), "localhost");
+    const std::optional<Assignment> allocated = Allocated(pod);
+    ASSERT_TRUE(allocated) << name;
+    for (const ContainerAssignment& c : allocated->containers)
+      for (const CardShare& s : c.cards) {
+        cards[s.uuid].core += s.core;
+        cards[s.uuid].reclaimed_core += s.reclaimed_core;
+        cards[s.uuid].memory_mib += s.memory_mib;
+      }
+    policies.insert(PrintedEnv(name)["MGPU_COMPUTE_POLICY"]);
+  }
+  ASSERT_EQ(cards.size(), 1u) << "the four replicas share one card";
+  EXPECT_EQ(cards.begin()->second.core, 60);
+  EXPECT_EQ(cards.begin()->second.reclaimed_core, 60);
+  EXPECT_EQ(cards.begin()->second.memory_mib, 16384);
+  EXPECT_EQ(PrintedEnv(PodsOf("train-offline").front())["MGPU_QOS_LEVEL"], "offline");
+}
+
+// Invalid pods are refused at creation by the real API server calling the extender's webhook (its CEL
+// matchConditions evaluated there), each with the sentence naming the pod and the rule; none is stored.
+TEST_F(RealCluster, InvalidPodsAreRefusedAtCreationByTheWebhook) {
+  int refused = 0;
+  for (const json& pod : Seed("bad-requests.yaml")) {
+    const std::string name = pod["metadata"]["name"];
+    kube::ApiResult created = Create(pod);
+    ASSERT_FALSE(created.ok()) << name << " was admitted";
+    EXPECT_NE(created.message().find("denied the request"), std::string::npos) << created.message();
+    EXPECT_NE(created.message().find(name), std::string::npos) << created.message();
+    EXPECT_TRUE(client_->GetPod("default", name).IsNotFound()) << name;
+    ++refused;
+  }
+  EXPECT_EQ(refused, 8);
+  // A pod without mgpu resources is never sent (matchConditions) and runs.
+  json plain = MgpuPod("plain", 0, 0);
+  plain["spec"]["containers"][0].erase("resources");
+  ASSERT_TRUE(Create(plain).ok());
+}
+
+// Inside a GPU container: the environment gpu-allocated says (ExpectConsistent), the guard preloaded by
+// /etc/ld.so.preload from the library the plugin installed, capping memory at MGPU_MEMORY_MIB (over the
+// fake driver the image carries) and saying in one line that without NVML compute shares are not enforced.
+TEST_F(RealCluster, TheGuardIsInTheContainer) {
+  ASSERT_TRUE(Create(MgpuPod("guarded", 20, 2048)).ok());
+  ASSERT_TRUE(RunningAndAllocated({"guarded"}));
+  const std::vector<std::string> lines = Printed("guarded");
+  const std::set<std::string> printed(lines.begin(), lines.end());
+  EXPECT_TRUE(printed.count("preload " + state_ + "/mgpu/lib/libmgpu-guard.so"))
+      << ::testing::PrintToString(lines);
+  EXPECT_TRUE(printed.count("library present"));
+  EXPECT_TRUE(printed.count("probe alloc 0")) << "1 MiB fits the cap";
+  EXPECT_TRUE(printed.count("probe alloc 2")) << "MGPU_MEMORY_MIB + 1 is CUDA_ERROR_OUT_OF_MEMORY";
+  int notices = 0;
+  for (const std::string& line : lines)
+    notices += line.rfind("probe mgpu-guard pid=", 0) == 0 &&
+               line.find(": libnvidia-ml.so.1 cannot be used, so compute shares are not enforced") !=
+                   std::string::npos;
+  EXPECT_EQ(notices, 1) << "one line, once: " << ::testing::PrintToString(lines);
+}
+
+// Look-alikes (identical shapes) created together, and an offline pod beside them: each gets cards of its
+// own and prints the environment of exactly what gpu-allocated says it holds.
+TEST_F(RealCluster, LookAlikesAndAnOfflinePod) {
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(Create(MgpuPod("alike-" + std::to_string(i), 40, 4096)).ok());
+  ASSERT_TRUE(Create(MgpuPod("offline", 50, 2048, json::object(), true)).ok());
+  ASSERT_TRUE(RunningAndAllocated({"alike-0", "alike-1", "alike-2", "alike-3", "offline"}));
+  EXPECT_EQ(PrintedEnv("offline")["MGPU_QOS_LEVEL"], "offline");
+  EXPECT_EQ(PrintedEnv("offline")["MGPU_RECLAIMED_CORE_PERCENT"], "50");
+  // 4 x 40 on two cards of 100: two per card.
+  std::map<std::string, int> per_card;
+  for (int i = 0; i < 4; ++i)
+    per_card[Allocated(Pod("alike-" + std::to_string(i)))->containers[0].cards[0].uuid]++;
+  EXPECT_EQ(per_card.size(), 2u);
+}
+
+// Each component killed (SIGKILL) and restarted while pods are being created: every pod created before and
+// after ends Running with its environment, and no card is over-committed.
+TEST_F(RealCluster, EveryComponentKilledMidRun) {
+  int next = 0;
+  const auto create = [&](int n) {
+    std::vector<std::string> names;
+    for (int i = 0; i < n; ++i) {
+      const std::string name = "r-" + std::to_string(next++);
+      EXPECT_TRUE(WaitUntil([&] { return Create(MgpuPod(name, 5, 512)).ok(); }, kWait)) << name;
+      names.push_back(name);
+    }
+    return names;
+  };
+  std::vector<std::string> all;
+  for (const char* component : {"plugin", "extender", "kubelet", "containerd", "kube-apiserver", "etcd"}) {
+    SCOPED_TRACE(component);
+    for (const std::string& n : create(2)) all.push_back(n);
+    if (std::string(component) == "plugin" || std::string(component) == "extender") {
+      // The daemon's process in its container, killed as by the OOM killer: the kubelet restarts it.
+      const std::string binary =
+          std::string(component) == "plugin" ? "/mgpu-device-plugin" : "/mgpu-scheduler-extender";
+      const Output killed =
+          Shell("for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); case \"$c\" in \"" +
+                binary + " --config\"*) kill -KILL ${p#/proc/} && echo killed;; esac; done");
+      EXPECT_NE(killed.out.find("killed"), std::string::npos) << killed.out;
+    } else {
+      const Output restarted = Shell(cluster_ + " restart " + component + options_);
+      ASSERT_EQ(restarted.rc, 0) << restarted.out;
+    }
+    for (const std::string& n : create(2)) all.push_back(n);
+    ASSERT_TRUE(RunningAndAllocated(all));
+  }
+  ExpectConsistent();
+}
+
+}  // namespace
+}  // namespace mgpu::testing
