@@ -177,6 +177,11 @@ TEST(Config, TheDocumentedExampleLoadsAndMatchesTheDefaults) {
   EXPECT_EQ(c->extender.http_request_timeout_ms, d.extender.http_request_timeout_ms);
   EXPECT_EQ(c->extender.http_connections_per_client, d.extender.http_connections_per_client);
   EXPECT_EQ(c->extender.max_pods, d.extender.max_pods);
+  EXPECT_EQ(c->device_plugin.mode, d.device_plugin.mode);
+  EXPECT_EQ(c->dra.kubelet_root_dir, d.dra.kubelet_root_dir);
+  EXPECT_EQ(c->dra.cdi_directory, d.dra.cdi_directory);
+  EXPECT_EQ(c->dra.state_directory, d.dra.state_directory);
+  EXPECT_EQ(c->dra.device_root, d.dra.device_root);
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ class Daemon {
   dp::GpuBackend& backend() { return *backend_; }
   bool Registered() const { return plugin_ && plugin_->Registered(); }
   const SlicePublisher* publisher() const { return publisher_.get(); }
-  const Preparer* preparer() const { return preparer_.get(); }
+  Preparer* preparer() { return preparer_.get(); }  // what the kubelet's calls reach
 
  private:
   class ApiClaims;

@@ -162,4 +162,27 @@ bool SlicePublisher::Reconcile(const std::vector<Card>& health, bool force_new_g
   return true;
 }
 
+Status PublishOnce(kube::Client& client, const std::string& node, const std::vector<NodeCard>& cards,
+                   const Config& config) {
+  kube::ApiResult stored =
+      client.List(kube::kResourceSlices, "",
+                  {.field_selector = "spec.nodeName=" + node + ",spec.driver=" + DriverName(config)});
+  if (!stored.ok()) return stored.error();
+  int64_t newest = 0;
+  std::map<std::string, std::string> versions;
+  for (const Json& s : stored->value("items", Json::array())) {
+    newest = std::max(newest, GenerationOf(s));
+    versions[MetadataString(s, "name")] = MetadataString(s, "resourceVersion");
+  }
+  for (Json& s : BuildSlices(node, cards, config, newest + 1)) {
+    const std::string name = MetadataString(s, "name");
+    auto it = versions.find(name);
+    if (it != versions.end()) s["metadata"]["resourceVersion"] = it->second;
+    kube::ApiResult r = it == versions.end() ? client.Create(kube::kResourceSlices, "", s)
+                                             : client.Replace(kube::kResourceSlices, "", name, s);
+    if (!r.ok()) return Error{"ResourceSlice " + name + ": " + r.message()};
+  }
+  return Status::Ok();
+}
+
 }  // namespace mgpu::dra

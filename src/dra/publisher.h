@@ -66,4 +66,9 @@ class SlicePublisher {
   BackgroundThread thread_;
 };
 
+// Publishes `node`'s pool once, for nodes that have no node daemon (API-only nodes of scale tests and
+// benchmarks): its slices created, or replaced, at one generation above what is stored.
+Status PublishOnce(kube::Client& client, const std::string& node, const std::vector<NodeCard>& cards,
+                   const Config& config);
+
 }  // namespace mgpu::dra
