@@ -16,11 +16,18 @@
 // applied (Assign). As in kube-scheduler, equal top scores are broken at random. Card choice inside the node
 // is mgpu's binpack (best fit), also the paper's default, except under the fragmentation policy.
 //
+// DRA mode (docs/dra.md, issue 29): kube-scheduler's own allocator picks the card, by first fit over the
+// devices in the order the node's driver lists them; the node is still chosen by mgpu's prioritize (the
+// extender scoring the nodes as under mgpu-fragmentation). dra-firstfit lists the cards by index, as mgpu's
+// driver does; dra-fullest-first lists them fullest first (the order a driver could keep by publishing its
+// slices again after every change), so that first fit behaves like best fit. Node feasibility is the same as
+// mgpu's: the devices' capacities and sharing counter keep the same per-card rules.
+//
 // Offline is no policy: the pods that have arrived at the 100 % mark (and all of them, for 130 %) are
 // packed at once. Offline-arrival packs them the same way but in arrival order: what knowing the whole list
 // buys without choosing the order.
 //
-//   build/bench/mgpu_trace_replay [--traces default,gpushare40] [--policies bestfit,offline,offline-arrival]
+//   build/bench/mgpu_trace_replay [--traces default,gpushare40] [--policies bestfit,dra-firstfit,offline]
 //                                 [--seeds 10]
 //                                 [--first-seed 42] [--trace-dir DIR] [--threads 2] [--limit N]
 #include <algorithm>
@@ -121,14 +128,24 @@ enum class Policy {
   kBinpack,
   kSpread,
   kFragmentation,
+  kDraFirstFit,
+  kDraFullestFirst,
+  kDraKube,
   kOffline,
   kOfflineArrival
 };
 const std::vector<std::pair<Policy, std::string>> kPolicies = {
-    {Policy::kRandom, "Random"},      {Policy::kBestFit, "BestFit"},
-    {Policy::kPacking, "Packing"},    {Policy::kBinpack, "mgpu-binpack"},
-    {Policy::kSpread, "mgpu-spread"}, {Policy::kFragmentation, "mgpu-fragmentation"},
-    {Policy::kOffline, "Offline"},    {Policy::kOfflineArrival, "Offline-arrival"}};
+    {Policy::kRandom, "Random"},
+    {Policy::kBestFit, "BestFit"},
+    {Policy::kPacking, "Packing"},
+    {Policy::kBinpack, "mgpu-binpack"},
+    {Policy::kSpread, "mgpu-spread"},
+    {Policy::kFragmentation, "mgpu-fragmentation"},
+    {Policy::kDraFirstFit, "dra-firstfit"},
+    {Policy::kDraFullestFirst, "dra-fullest-first"},
+    {Policy::kDraKube, "dra-kube"},
+    {Policy::kOffline, "Offline"},
+    {Policy::kOfflineArrival, "Offline-arrival"}};
 
 // Pod kinds for the failure breakdown.
 enum Kind { kCpuOnly, kShare, kOneGpu, kMultiGpu, kKinds };
@@ -208,6 +225,17 @@ int64_t PackingScore(const SimNode& n, const PodRequest& r) {
   return std::max<int64_t>(100 - left_on_used / 10, 100 / 2);
 }
 
+// kube-scheduler's default node score for a pod without mgpu's extender: NodeResourcesFit (LeastAllocated:
+// the mean free share of CPU and memory after the pod, 0..100) plus NodeResourcesBalancedAllocation (100 less
+// the spread of the two used shares, 0..100).
+int64_t KubeDefaultScore(const SimNode& n, const TracePod& p) {
+  const double cpu_used = 1.0 - static_cast<double>(n.cpu_left - p.cpu_milli) / n.trace->cpu_milli;
+  const double mem_used = 1.0 - static_cast<double>(n.memory_left - p.memory_mib) / n.trace->memory_mib;
+  const double least = ((1 - cpu_used) + (1 - mem_used)) / 2 * 100;
+  const double balanced = (1 - std::abs(cpu_used - mem_used) / 2) * 100;
+  return static_cast<int64_t>(least) + static_cast<int64_t>(balanced);
+}
+
 // Random's card choice: any card that can take a sharing pod; whole cards as the allocator picks them.
 Result<Assignment> RandomCard(const NodeState& node, const PodRequest& req, std::mt19937_64& rng) {
   const ContainerRequest& c = req.containers[0];
@@ -219,6 +247,50 @@ Result<Assignment> RandomCard(const NodeState& node, const PodRequest& req, std:
   if (fits.empty()) return Error{"no card"};
   const CardState* card = fits[std::uniform_int_distribution<size_t>(0, fits.size() - 1)(rng)];
   return Assignment{{{c.name, {{card->card.uuid, c.core, 0, 0}}}}};
+}
+
+// kube-scheduler's DRA allocator on mgpu's devices: every container's share on the first cards, in `order`
+// (positions into node.cards), that can take it. A card takes a share when the allocator's per-card rules
+// admit it there (the rules the devices' capacities and sharing counter carry).
+Result<Assignment> FirstFitCards(const NodeState& node, const PodRequest& pod,
+                                 const std::vector<int>& order) {
+  NodeState scratch = node;
+  Assignment out;
+  for (const ContainerRequest& c : pod.containers) {
+    PodRequest one = pod;
+    one.containers = {c};
+    ContainerRequest& share = one.containers[0];
+    share.core = c.CorePerCard();
+    share.reclaimed_core = c.ReclaimedCorePerCard();
+    share.memory_mib = c.MemoryPerCardMiB();
+    share.card_count = 1;
+    ContainerAssignment chosen{c.name, {}};
+    for (int pos : order) {
+      if (static_cast<int>(chosen.cards.size()) == c.card_count) break;
+      const CardShare card{scratch.cards[pos].card.uuid, share.core, share.reclaimed_core, share.memory_mib};
+      NodeState probe = scratch;
+      if (Apply(probe, one, Assignment{{ContainerAssignment{c.name, {card}}}}).ok())
+        chosen.cards.push_back(card);
+    }
+    if (static_cast<int>(chosen.cards.size()) < c.card_count) return Error{"no first fit"};
+    out.containers.push_back(std::move(chosen));
+  }
+  return out;
+}
+
+// The order a DRA driver lists a node's cards in: by index, or fullest first (most online core taken, then
+// memory, then index).
+std::vector<int> DeviceOrder(const NodeState& node, bool fullest_first) {
+  std::vector<int> order(node.cards.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  if (fullest_first) {
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      const CardUsage &x = node.cards[a].usage, &y = node.cards[b].usage;
+      if (x.core != y.core) return x.core > y.core;
+      return x.memory_mib > y.memory_mib;
+    });
+  }
+  return order;
 }
 
 constexpr int kMark100 = 20, kMark130 = 26;  // threshold indices of the 100 % and 130 % marks
@@ -430,11 +502,13 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
   Recorder record(total_gpus, total_cpu);
   std::vector<double>& decision_us = record.result().decision_us;
   decision_us.reserve(pods.size());
-  const bool mgpu_policy =
-      policy == Policy::kBinpack || policy == Policy::kSpread || policy == Policy::kFragmentation;
+  const bool dra =
+      policy == Policy::kDraFirstFit || policy == Policy::kDraFullestFirst || policy == Policy::kDraKube;
+  const bool mgpu_policy = policy == Policy::kBinpack || policy == Policy::kSpread ||
+                           policy == Policy::kFragmentation || (dra && policy != Policy::kDraKube);
   NodePolicy node_policy = NodePolicy::kBinpack;
   if (policy == Policy::kSpread) node_policy = NodePolicy::kSpread;
-  if (policy == Policy::kFragmentation) node_policy = NodePolicy::kFragmentation;
+  if (policy == Policy::kFragmentation || dra) node_policy = NodePolicy::kFragmentation;
   // The extender's model: it learns every GPU pod it is asked to filter and publishes the model every 16 of
   // them, with the free core per GPU model its cache sums at that moment (kept here as pods bind).
   ModelPublisher publisher;
@@ -448,7 +522,7 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
   for (const TracePod& p : pods) {
     PodRequest req = RequestOf(p);
     req.node_policy = node_policy;
-    if (policy == Policy::kFragmentation) req.card_policy = CardPolicy::kFragmentation;
+    if (policy == Policy::kFragmentation || dra) req.card_policy = CardPolicy::kFragmentation;
     const auto start = std::chrono::steady_clock::now();
     const ModelPublisher::Published model = publisher.Observe(req, cluster_free);
     const WorkloadModel* workload = model.model.get();
@@ -468,6 +542,7 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
         int64_t score = 0;
         if (policy == Policy::kBestFit) score = BestFitScore(n, p, req);
         if (policy == Policy::kPacking) score = PackingScore(n, req);
+        if (policy == Policy::kDraKube) score = KubeDefaultScore(n, p);
         scores.push_back(score);
       }
       feasible.push_back(i);
@@ -490,12 +565,24 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
     // Equal top scores: the paper's simulator takes the first node in name order (its baselines only
     // reproduce that way); kube-scheduler, which ranks the extender's scores, picks one at random. Random
     // scores all alike.
-    const bool random_tie = policy == Policy::kRandom || mgpu_policy;
+    const bool random_tie = policy == Policy::kRandom || mgpu_policy || dra;
     if (!best.empty())
       pick = random_tie ? best[std::uniform_int_distribution<size_t>(0, best.size() - 1)(rng)] : best[0];
     if (pick != SIZE_MAX) {
       SimNode& n = nodes[pick];
-      if (mgpu_policy) {
+      if (dra) {
+        // The extender chose the node; the allocator chooses the cards there.
+        Result<Assignment> cards =
+            req.AsksForGpu()
+                ? FirstFitCards(n.gpu, req, DeviceOrder(n.gpu, policy == Policy::kDraFullestFirst))
+                : Result<Assignment>(Assignment{});
+        if (!cards.ok()) {
+          pick = SIZE_MAX;  // no first fit where mgpu's own choice fits (not seen on openb)
+        } else {
+          if (req.AsksForGpu()) free_core[n.gpu.product] -= 100.0 * GpusOf(p);
+          Bind(n, p, req, cards);
+        }
+      } else if (mgpu_policy) {
         if (req.AsksForGpu()) {
           if (Result<Assignment> cards = Assign(n.gpu, req, workload); !cards.ok()) {
             std::cerr << "internal error: chosen node cannot take the pod: " << cards.message() << "\n";
@@ -598,7 +685,7 @@ int Main(int argc, char** argv) {
     } else {
       std::cerr
           << "usage: mgpu_trace_replay [--traces a,b] [--policies random,bestfit,packing,binpack,spread,"
-             "fragmentation,offline,offline-arrival] "
+             "fragmentation,dra-firstfit,dra-fullest-first,dra-kube,offline,offline-arrival] "
              "[--seeds N] [--first-seed S] [--trace-dir DIR] [--threads N] [--limit PODS]\n";
       return 2;
     }
