@@ -71,7 +71,7 @@ void SlicePublisher::MarkDirty(const Json& object) {
 
 void SlicePublisher::Run() {
   // The node's labels for nodeSelector, without the device-plugin inventory.
-  bool node_done = false;
+  bool node_done = false, node_failing = false;
   bool first = true;
   uint64_t seen = state_.Generation() - 1;
   while (!thread_.stopping()) {
@@ -80,7 +80,8 @@ void SlicePublisher::Run() {
       patch.annotations[config_.Names().gpu_inventory] = std::nullopt;
       kube::ApiResult r = client_.PatchNodeMetadata(node_, patch);
       node_done = r.ok();
-      if (!node_done) spdlog::warn("node={} cannot label the node: {}", node_, r.message());
+      if (!node_done && !node_failing) spdlog::warn("node={} cannot label the node: {}", node_, r.message());
+      node_failing = !node_done;
     }
     const bool synced = informer_->WaitForSync(std::chrono::milliseconds(500));
     if (thread_.stopping()) return;

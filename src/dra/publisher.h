@@ -28,7 +28,7 @@ namespace mgpu::dra {
 
 class SlicePublisher {
  public:
-  // `cards` as discovered; `state` holds their health. All references must outlive Stop().
+  // `cards` as discovered; `state` holds their health. `client` and `state` must outlive Stop().
   SlicePublisher(const Config& config, std::string node, std::vector<NodeCard> cards, kube::Client& client,
                  const dp::DeviceState& state, std::string version);
   ~SlicePublisher();
@@ -50,7 +50,7 @@ class SlicePublisher {
   bool Reconcile(const std::vector<Card>& health, bool force_new_generation);
   void MarkDirty(const kube::Json& object);
 
-  const Config& config_;
+  const Config config_;
   const std::string node_;
   const std::vector<NodeCard> cards_;
   kube::Client& client_;

@@ -57,11 +57,13 @@ int main(int argc, char** argv) {
         const kube::Json* annotations = FindPath(items[i], {"metadata", "annotations"});
         auto inventory =
             DecodeInventory(annotations ? annotations->value(config->Names().gpu_inventory, "") : "");
-        Status s = inventory.error();
+        Status s = Status::Ok();
         if (inventory.ok()) {
           std::vector<dp::GpuInfo> gpus;
           for (const Card& c : inventory->cards) gpus.push_back({c, -1, ""});
           s = dra::PublishOnce(**client, name, dra::NodeCardsOf(gpus, *config), *config);
+        } else {
+          s = inventory.error();
         }
         if (s.ok()) continue;
         failed++;
