@@ -31,11 +31,13 @@
 #include <nlohmann/json.hpp>
 
 #include "common/allocator.h"
+#include "common/cluster_cache.h"
 #include "common/codec.h"
 #include "common/fragmentation.h"
 #include "common/kube/client.h"
+#include "common/node_facts.h"
+#include "common/pod_facts.h"
 #include "common/request.h"
-#include "common/cluster_cache.h"
 #include "extender/extender.h"
 #include "extender/metrics.h"
 #include "extender/server.h"
@@ -346,11 +348,11 @@ Cluster::Cluster(int node_count) : nodes(node_count) {
                                      "NVIDIA A100-SXM4-80GB", kCardMemoryMiB, true});
     }
     const json node = NodeObject(i, inventory, names);
-    cache.UpsertNode(node);
+    cache.UpsertNode(ReadNode(node, config));
     node_names.push_back(NodeName(i));
     node_items.push_back(node.dump());
     for (const json& p : ExistingPods(i, inventory, names, now_ns)) {
-      cache.UpsertPod(p);
+      cache.UpsertPod(ReadPod(p, config));
       ++existing_pods;
     }
   }
@@ -372,7 +374,7 @@ Cluster::Cluster(int node_count) : nodes(node_count) {
   client = std::move(*made);
   extender = std::make_unique<Extender>(cache, client.get(), nullptr, metrics);
 
-  Result<ExtenderArgs> args = ExtenderArgs::Parse(filter_cache_body);
+  Result<ExtenderArgs> args = ExtenderArgs::Parse(filter_cache_body, extender->Reader());
   if (!args.ok()) {
     setup_error = args.message();
     return;
@@ -388,7 +390,7 @@ Cluster::Cluster(int node_count) : nodes(node_count) {
   prioritize_full_body = NodesBody(pod, passed_items);
 
   // How many more pods of this size each node takes, by the allocator itself.
-  Result<PodRequest> request = ParsePodRequest(pod, config, {});
+  Result<PodRequest> request = ReadPod(pod, config).request;
   if (!request.ok()) {
     setup_error = request.message();
     return;
@@ -422,7 +424,7 @@ void Cluster::RefillBindPods() {
     if (annotations.contains(names.gpu_assignment))
       annotations[names.gpu_allocated] = annotations[names.gpu_assignment];
     (*stored)["status"]["phase"] = "Running";
-    cache.UpsertPod(*stored);
+    cache.UpsertPod(ReadPod(*stored, config));
   }
   in_flight.clear();
   pending_bodies.clear();
@@ -472,7 +474,7 @@ void FilterRequest(benchmark::State& state, bool full) {
   const std::string& body = full ? c.filter_full_body : c.filter_cache_body;
   size_t passed = 0;
   for (auto _ : state) {
-    Result<ExtenderArgs> args = ExtenderArgs::Parse(body);
+    Result<ExtenderArgs> args = ExtenderArgs::Parse(body, c.extender->Reader());
     if (!args.ok()) return state.SkipWithError(args.message().c_str());
     const FilterResult result = c.extender->Filter(*args);
     std::string reply = EncodeFilterResult(*args, result);
@@ -489,7 +491,7 @@ void PrioritizeRequest(benchmark::State& state, bool full) {
   if (!c.setup_error.empty()) return state.SkipWithError(c.setup_error.c_str());
   const std::string& body = full ? c.prioritize_full_body : c.prioritize_cache_body;
   for (auto _ : state) {
-    Result<ExtenderArgs> args = ExtenderArgs::Parse(body);
+    Result<ExtenderArgs> args = ExtenderArgs::Parse(body, c.extender->Reader());
     if (!args.ok()) return state.SkipWithError(args.message().c_str());
     std::string reply = EncodePrioritizeResult(c.extender->Prioritize(*args));
     benchmark::DoNotOptimize(reply.data());
@@ -516,7 +518,7 @@ void BM_FreeCoreByProduct(benchmark::State& state) {
 void BM_ExtenderArgsParseFullNodes(benchmark::State& state) {
   Cluster& c = ClusterOf(static_cast<int>(state.range(0)));
   for (auto _ : state) {
-    Result<ExtenderArgs> args = ExtenderArgs::Parse(c.filter_full_body);
+    Result<ExtenderArgs> args = ExtenderArgs::Parse(c.filter_full_body, c.extender->Reader());
     if (!args.ok()) return state.SkipWithError(args.message().c_str());
     benchmark::DoNotOptimize(args->node_names.data());
   }
@@ -612,7 +614,7 @@ void BM_BindOverFakeApiServer(benchmark::State& state) {
 void BM_BindReserveInProcess(benchmark::State& state) {
   Cluster& c = ClusterOf(static_cast<int>(state.range(0)));
   if (!c.setup_error.empty()) return state.SkipWithError(c.setup_error.c_str());
-  Result<PodRequest> request = ParsePodRequest(c.pod, c.config, {});
+  Result<PodRequest> request = ReadPod(c.pod, c.config).request;
   if (!request.ok()) return state.SkipWithError(request.message().c_str());
   WorkloadModel model;
   model.Observe(*request);

@@ -2,10 +2,14 @@
 // driver's side only through bench/RESULTS.md's PyTorch runs):
 //   1. offline release: an online process launches every ~0.5 ms, an offline process's launch is held; the
 //      online one stops. Measured: from the online process's last launch to the offline launch reaching the
-//      driver (the design says 100 ms), N rounds, from the fake driver's launch log (CLOCK_MONOTONIC).
+//      driver (the release window: 100 ms, or --release-ms), N rounds, from the fake driver's launch log
+//      (CLOCK_MONOTONIC).
 //   2. per-call cost: launches and cuMemAlloc+cuMemFree pairs timed inside one process, with and without the
-//      guard preloaded (the fake driver's own cost is in both).
-// Usage: mgpu_guard_bench [--rounds N] [--calls N]
+//      guard preloaded (the fake driver's own cost is in both); the launches also under fixed-share 100,
+//      where the budgets are refilled from NVML every 20 ms, with the fake NVML's utilisation call taking
+//      --nvml-delay-us (a real driver's takes milliseconds): the mean, and how many launches took over 1 ms.
+// Usage: mgpu_guard_bench [--rounds N] [--calls N] [--release-ms MS] [--nvml-delay-us US]
+//        mgpu_guard_bench --inner N   (the cost loop itself, in a process run with or without the guard)
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -131,10 +135,16 @@ double NowNs() {
   return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
 }
 
-// Inside one process (run with or without the guard): ns per launch and per cuMemAlloc+cuMemFree pair.
+// Inside one process (run with or without the guard): ns per launch and per cuMemAlloc+cuMemFree pair, and
+// how many launches took over a millisecond.
 int Inner(long calls) {
   double start = NowNs();
-  for (long i = 0; i < calls; ++i) cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+  long slow = 0;
+  for (long i = 0; i < calls; ++i) {
+    const double before = NowNs();
+    cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+    slow += NowNs() - before > 1e6;
+  }
   const double launch = (NowNs() - start) / static_cast<double>(calls);
   start = NowNs();
   for (long i = 0; i < calls; ++i) {
@@ -143,7 +153,7 @@ int Inner(long calls) {
     cuMemFree_v2(p);
   }
   const double pair = (NowNs() - start) / static_cast<double>(calls);
-  std::printf("%.0f %.0f\n", launch, pair);
+  std::printf("%.0f %.0f %ld\n", launch, pair, slow);
   return 0;
 }
 
@@ -152,9 +162,13 @@ int Inner(long calls) {
 int main(int argc, char** argv) {
   int rounds = 10;
   long calls = 200000;
+  const char* release_ms = nullptr;
+  const char* nvml_delay_us = "0";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--calls")) calls = std::atol(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--release-ms")) release_ms = argv[i + 1];
+    if (!std::strcmp(argv[i], "--nvml-delay-us")) nvml_delay_us = argv[i + 1];
     if (!std::strcmp(argv[i], "--inner")) return Inner(std::atol(argv[i + 1]));
   }
   char tmp[] = "/tmp/mgpu-guard-bench-XXXXXX";
@@ -172,9 +186,11 @@ int main(int argc, char** argv) {
                     {"MGPU_CORE_PERCENT", "100"},
                     {"MGPU_COMPUTE_POLICY", "native-burst-share"}};
 
+  Env release = base;
+  if (release_ms) release["MGPU_GUARD_RELEASE_MS"] = release_ms;
   std::vector<double> delays;
   for (int r = 0; r < rounds; ++r) {
-    const double d = ReleaseRound(dir, base);
+    const double d = ReleaseRound(dir, release);
     if (d < 0) {
       std::fprintf(stderr, "guard_bench: round %d failed\n", r);
       continue;
@@ -183,15 +199,21 @@ int main(int argc, char** argv) {
   }
   std::sort(delays.begin(), delays.end());
   if (!delays.empty()) {
-    std::printf("offline release after online stops (ms, %zu rounds): min %.1f  median %.1f  max %.1f\n",
-                delays.size(), delays.front(), delays[delays.size() / 2], delays.back());
+    std::printf(
+        "offline release after online stops, window %s ms (ms, %zu rounds): min %.1f  median %.1f  max "
+        "%.1f\n",
+        release_ms ? release_ms : "100", delays.size(), delays.front(), delays[delays.size() / 2],
+        delays.back());
   }
 
-  for (const bool guarded : {false, true}) {
+  for (const char* who : {"no guard", "guard", "fixed100"}) {
+    const bool guarded = std::strcmp(who, "no guard") != 0;
     Env env = base;
     env.erase("FAKE_CUDA_LOG");
-    env["MGPU_CONTAINER_TOKEN"] = "cost";
+    env["MGPU_CONTAINER_TOKEN"] = std::string("cost-") + (guarded ? who : "none");
+    env["FAKE_NVML_DELAY_US"] = nvml_delay_us;
     if (!guarded) env.erase("LD_PRELOAD");
+    if (!std::strcmp(who, "fixed100")) env["MGPU_COMPUTE_POLICY"] = "fixed-share";
     char self[4096];
     const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n <= 0) return 1;
@@ -199,9 +221,12 @@ int main(int argc, char** argv) {
     const pid_t p = Spawn({self, "--inner", std::to_string(calls)}, env, dir + "/cost.out");
     Wait(p);
     double launch = 0, pair = 0;
-    std::istringstream(Read(dir + "/cost.out")) >> launch >> pair;
-    std::printf("%-10s launch %6.0f ns   cuMemAlloc+cuMemFree %6.0f ns   (%ld calls each)\n",
-                guarded ? "guard" : "no guard", launch, pair, calls);
+    long slow = 0;
+    std::istringstream(Read(dir + "/cost.out")) >> launch >> pair >> slow;
+    std::printf(
+        "%-10s launch %6.0f ns (%ld over 1 ms)   cuMemAlloc+cuMemFree %6.0f ns   (%ld calls each; NVML call "
+        "%s us)\n",
+        who, launch, slow, pair, calls, nvml_delay_us);
   }
   std::filesystem::remove_all(dir);
   return delays.size() == static_cast<size_t>(rounds) ? 0 : 1;

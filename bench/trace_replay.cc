@@ -1,4 +1,4 @@
-// Replays the openb production trace (../shared/traces/openb/README.md) onto an empty simulated cluster and
+// Replays the openb production trace (bench/traces/openb/README.md) onto an empty simulated cluster and
 // reports the GPU capacity each placement policy leaves unallocated, the pods it turned away by kind
 // (CPU-only, sharing, one whole GPU, multi-GPU) and the CPU those pods asked for, beside an offline reference
 // (PackOffline: the same pods known in advance).
@@ -513,85 +513,107 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
   // them, with the free core per GPU model its cache sums at that moment (kept here as pods bind).
   ModelPublisher publisher;
   std::vector<size_t> feasible, best;
-  std::vector<NodeDecision> decisions;
   std::vector<int64_t> scores;
+  std::vector<NodeState*> candidates;  // mgpu policies: the nodes whose CPU, memory and GPU model fit
   Placement placed;
   FreeCoreByProduct free_core;
   for (const SimNode& n : nodes) free_core[n.gpu.product] += 100.0 * n.trace->gpus;
   const auto cluster_free = [&free_core] { return free_core; };
+  // Equal top scores: kube-scheduler, which ranks the extender's scores, picks one at random.
+  const auto random_pick = [&rng](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
   for (const TracePod& p : pods) {
     PodRequest req = RequestOf(p);
     req.node_policy = node_policy;
     if (policy == Policy::kFragmentation || dra) req.card_policy = CardPolicy::kFragmentation;
     const auto start = std::chrono::steady_clock::now();
-    const ModelPublisher::Published model = publisher.Observe(req, cluster_free);
-    const WorkloadModel* workload = model.model.get();
-    feasible.clear();
-    decisions.clear();
-    scores.clear();
-    for (size_t i = 0; i < nodes.size(); ++i) {
+    size_t pick = SIZE_MAX;
+    // DRA: the node is chosen (by mgpu's prioritize, or kube-scheduler's own scores for dra-kube), then
+    // kube-scheduler's allocator takes the first cards there that fit, in the order the driver lists them.
+    const auto bind_first_fit = [&](size_t i) {
       SimNode& n = nodes[i];
-      if (!HostFits(n, p)) continue;
-      // CPU-only pods reach the extender too when its managedResources are left empty: they always fit.
-      if (mgpu_policy) {
-        NodeDecision decision = Decide(n.gpu, req, workload, /*with_reason=*/false, placed);
-        if (!decision.fits) continue;
-        decisions.push_back(std::move(decision));
+      Result<Assignment> cards =
+          req.AsksForGpu() ? FirstFitCards(n.gpu, req, DeviceOrder(n.gpu, policy == Policy::kDraFullestFirst))
+                           : Result<Assignment>(Assignment{});
+      if (!cards.ok()) return false;  // no first fit where mgpu's own choice fits (not seen on openb)
+      if (req.AsksForGpu()) free_core[n.gpu.product] -= 100.0 * GpusOf(p);
+      Bind(n, p, req, cards);
+      return true;
+    };
+    if (mgpu_policy) {
+      // The extender's own cycle (common/scheduler.h) over the nodes kube-scheduler's filters leave; CPU-only
+      // pods reach the extender too when its managedResources are left empty, and always fit.
+      feasible.clear();
+      candidates.clear();
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        if (!HostFits(nodes[i], p)) continue;
+        feasible.push_back(i);
+        candidates.push_back(&nodes[i].gpu);
+      }
+      if (dra) {
+        // The extender's filter and prioritize only: its decisions and scores pick the node.
+        const ModelPublisher::Published model = publisher.Observe(req, cluster_free);
+        std::vector<NodeDecision> decisions;
+        decisions.reserve(candidates.size());
+        for (const NodeState* node : candidates)
+          decisions.push_back(Decide(*node, req, model.model.get(), /*with_reason=*/false, placed));
+        const std::vector<int> extender = Scores(decisions);
+        best.clear();
+        int best_score = -1;
+        for (size_t k = 0; k < candidates.size(); ++k) {
+          if (!decisions[k].fits || extender[k] < best_score) continue;
+          if (extender[k] > best_score) best.clear();
+          best_score = extender[k];
+          best.push_back(feasible[k]);
+        }
+        if (!best.empty()) pick = best[random_pick(best.size())];
+        if (pick != SIZE_MAX && !bind_first_fit(pick)) pick = SIZE_MAX;
       } else {
-        if (!Place(n.gpu, req, workload, placed)) continue;
+        Result<Scheduled> scheduled = ScheduleOne(candidates, req, publisher, cluster_free,
+                                                  /*with_reasons=*/false, random_pick, placed);
+        if (!scheduled.ok()) {
+          std::cerr << "internal error: chosen node cannot take the pod: " << scheduled.message() << "\n";
+          std::exit(1);
+        }
+        if (scheduled->node != Scheduled::kNowhere) {
+          pick = feasible[scheduled->node];
+          SimNode& n = nodes[pick];
+          if (req.AsksForGpu()) free_core[n.gpu.product] -= 100.0 * GpusOf(p);
+          BindHost(n, p);
+        }
+      }
+    } else {
+      const ModelPublisher::Published model = publisher.Observe(req, cluster_free);
+      const WorkloadModel* workload = model.model.get();
+      feasible.clear();
+      scores.clear();
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        SimNode& n = nodes[i];
+        if (!HostFits(n, p) || !Place(n.gpu, req, workload, placed)) continue;
         int64_t score = 0;
         if (policy == Policy::kBestFit) score = BestFitScore(n, p, req);
         if (policy == Policy::kPacking) score = PackingScore(n, req);
         if (policy == Policy::kDraKube) score = KubeDefaultScore(n, p);
         scores.push_back(score);
+        feasible.push_back(i);
       }
-      feasible.push_back(i);
-    }
-    if (mgpu_policy) {
-      const std::vector<int> extender = Scores(decisions);
-      scores.assign(extender.begin(), extender.end());
-    }
-    best.clear();
-    int64_t best_score = INT64_MIN;
-    for (size_t k = 0; k < feasible.size(); ++k) {
-      if (scores[k] > best_score) {
-        best_score = scores[k];
-        best.assign(1, feasible[k]);
-      } else if (scores[k] == best_score) {
-        best.push_back(feasible[k]);
+      best.clear();
+      int64_t best_score = INT64_MIN;
+      for (size_t k = 0; k < feasible.size(); ++k) {
+        if (scores[k] > best_score) {
+          best_score = scores[k];
+          best.assign(1, feasible[k]);
+        } else if (scores[k] == best_score) {
+          best.push_back(feasible[k]);
+        }
       }
-    }
-    size_t pick = SIZE_MAX;
-    // Equal top scores: the paper's simulator takes the first node in name order (its baselines only
-    // reproduce that way); kube-scheduler, which ranks the extender's scores, picks one at random. Random
-    // scores all alike.
-    const bool random_tie = policy == Policy::kRandom || mgpu_policy || dra;
-    if (!best.empty())
-      pick = random_tie ? best[std::uniform_int_distribution<size_t>(0, best.size() - 1)(rng)] : best[0];
-    if (pick != SIZE_MAX) {
-      SimNode& n = nodes[pick];
-      if (dra) {
-        // The extender chose the node; the allocator chooses the cards there.
-        Result<Assignment> cards =
-            req.AsksForGpu()
-                ? FirstFitCards(n.gpu, req, DeviceOrder(n.gpu, policy == Policy::kDraFullestFirst))
-                : Result<Assignment>(Assignment{});
-        if (!cards.ok()) {
-          pick = SIZE_MAX;  // no first fit where mgpu's own choice fits (not seen on openb)
-        } else {
-          if (req.AsksForGpu()) free_core[n.gpu.product] -= 100.0 * GpusOf(p);
-          Bind(n, p, req, cards);
-        }
-      } else if (mgpu_policy) {
-        if (req.AsksForGpu()) {
-          if (Result<Assignment> cards = Assign(n.gpu, req, workload); !cards.ok()) {
-            std::cerr << "internal error: chosen node cannot take the pod: " << cards.message() << "\n";
-            std::exit(1);
-          }
-          free_core[n.gpu.product] -= 100.0 * GpusOf(p);
-        }
-        BindHost(n, p);
-      } else {
+      // Equal top scores: the paper's simulator takes the first node in name order (its baselines only
+      // reproduce that way); kube-scheduler picks one at random. Random scores all alike.
+      const bool random_tie = policy == Policy::kRandom || dra;
+      if (!best.empty()) pick = random_tie ? best[random_pick(best.size())] : best[0];
+      if (pick != SIZE_MAX && dra) {
+        if (!bind_first_fit(pick)) pick = SIZE_MAX;
+      } else if (pick != SIZE_MAX) {
+        SimNode& n = nodes[pick];
         Result<Assignment> cards = Assignment{};
         if (req.AsksForGpu()) {
           cards = policy == Policy::kRandom ? RandomCard(n.gpu, req, rng) : ChooseCards(n.gpu, req, workload);
@@ -650,7 +672,7 @@ double Percentile(std::vector<double> v, double q) {
 }
 
 int Main(int argc, char** argv) {
-  std::string dir = std::string(MGPU_SHARED_DIR) + "/traces/openb";
+  std::string dir = std::string(MGPU_TRACES_DIR) + "/openb";
   std::vector<std::string> traces = {"default",    "cpu100",     "cpu200",    "gpushare40", "gpushare80",
                                      "multigpu20", "multigpu40", "gpuspec10", "gpuspec20"};
   std::vector<std::pair<Policy, std::string>> policies = kPolicies;

@@ -8,7 +8,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace mgpu::extender;
-  mgpu::Result<ExtenderArgs> args = ExtenderArgs::Parse({reinterpret_cast<const char*>(data), size});
+  mgpu::Result<ExtenderArgs> args =
+      ExtenderArgs::Parse({reinterpret_cast<const char*>(data), size}, mgpu::fuzz::World().extender.Reader());
   if (!args.ok()) {
     (void)EncodeError(args.message());
     return 0;

@@ -13,13 +13,13 @@ struct ExtenderWorld {
   ExtenderWorld() : cache(Config()), extender(cache, nullptr, nullptr, metrics) {
     using namespace testobj;
     const ResourceNames names = Config().Names();
-    cache.UpsertNode(Node("n1", 2, 16000));
-    cache.UpsertNode(Node("n2", 1, 8000, "Other GPU"));
+    cache.UpsertNode(NodeOf(Node("n1", 2, 16000)));
+    cache.UpsertNode(NodeOf(Node("n2", 1, 8000, "Other GPU")));
     nlohmann::json bad = Node("bad", 1);
     bad["metadata"]["annotations"][names.gpu_inventory] = "{";
-    cache.UpsertNode(bad);
-    cache.UpsertPod(Placed(Pod("placed", 50, 4000, "uid-placed"), "n1", names.gpu_allocated,
-                           OneCard("n1-gpu0", 50, 4000)));
+    cache.UpsertNode(NodeOf(bad));
+    cache.UpsertPod(PodOf(Placed(Pod("placed", 50, 4000, "uid-placed"), "n1", names.gpu_allocated,
+                                 OneCard("n1-gpu0", 50, 4000))));
   }
   extender::Metrics metrics;
   ClusterCache cache;

@@ -6,17 +6,22 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/kube/client.h"
 #include "common/cluster_cache.h"
+#include "common/kube/client.h"
+#include "common/node_facts.h"
+#include "common/pod_facts.h"
 
 namespace {
 
+// As the extender's informer handlers do: each object read once at the edge, the cache given the facts.
 void Apply(mgpu::ClusterCache& cache, const std::string& type, const nlohmann::json& object) {
+  const mgpu::Config config;
   const bool node = mgpu::kube::StringAt(object, {"kind"}) == "Node";
   if (type == "DELETED") {
-    node ? cache.DeleteNode(object) : cache.DeletePod(object);
+    node ? cache.DeleteNode(mgpu::kube::MetadataString(object, "name"))
+         : cache.DeletePod(mgpu::PodKeyOf(object), mgpu::kube::MetadataString(object, "uid"));
   } else {
-    node ? cache.UpsertNode(object) : cache.UpsertPod(object);
+    node ? cache.UpsertNode(mgpu::ReadNode(object, config)) : cache.UpsertPod(mgpu::ReadPod(object, config));
   }
 }
 

@@ -466,6 +466,9 @@ EOF
     fail_up kube-controller-manager
   wait_for "kube-scheduler is healthy" 60 https_ok "https://127.0.0.1:$scheduler_port/healthz" ||
     fail_up kube-scheduler
+  # A pod that mounts a token is refused until the controller manager has made its namespace's service account.
+  wait_for "the default service account exists" 60 kctl get serviceaccount default --namespace default ||
+    fail_up kube-controller-manager
 
   if [ "$with_kubelet" = 1 ]; then
     ls /run/netns 2>/dev/null | sort >"$state/netns-before" || true
@@ -544,7 +547,10 @@ stop_node() {
   fi
   ip link show "$bridge" >/dev/null 2>&1 && ip link delete "$bridge"
   rm -rf /var/lib/cni/results/mgpu-test-* 2>/dev/null || true
-  rm -f /var/lib/kubelet/device-plugins/kubelet.sock /var/lib/kubelet/device-plugins/mgpu*.sock 2>/dev/null || true
+  # The kubelet's sockets and device checkpoint in the folder that does not move with --root-dir: the next
+  # cluster's kubelet must not read this one's allocations.
+  rm -f /var/lib/kubelet/device-plugins/kubelet.sock /var/lib/kubelet/device-plugins/mgpu*.sock \
+    /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint 2>/dev/null || true
 }
 
 # Every mount under the state folder, deepest first.

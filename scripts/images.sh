@@ -220,7 +220,7 @@ EOF
   check "the extender runs as uid 65534" runs_as_nobody
 
   # /filter, with kube-scheduler's own bytes: a pod asking no mgpu resource passes every node it names.
-  fixture=../shared/fixtures/kube-scheduler/v1.32/cache-filter-001.json
+  fixture=tests/fixtures/kube-scheduler/v1.32/cache-filter-001.json
   post_filter() {  # body file, output file
     [ "$(curl -s -o "$2" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "@$1" \
       "$extender/filter")" = 200 ]

@@ -4,13 +4,14 @@
 #   --packages-only: install the missing packages and stop (the images' build stage caches that layer apart
 #   from the sources).
 #   MGPU_SETUP=daemons: only what building the daemons needs, configured without tests and benchmarks (the
-#   images' build stage, deploy/docker/); unset or "all": everything, test tools included.
+#   images' build stage, deploy/docker/); unset or "all": everything the tests and benchmarks need;
+#   "ci": also clang for the sanitizer and fuzz stages of scripts/test.sh --all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 setup=${MGPU_SETUP:-all}
-if [ "$setup" != all ] && [ "$setup" != daemons ]; then
-  echo "setup: MGPU_SETUP must be all or daemons, not '$setup'" >&2
+if [ "$setup" != all ] && [ "$setup" != daemons ] && [ "$setup" != ci ]; then
+  echo "setup: MGPU_SETUP must be all, ci or daemons, not '$setup'" >&2
   exit 2
 fi
 packages_only=0
@@ -26,17 +27,19 @@ packages=(
   libssl-dev zlib1g-dev libbrotli-dev libsimdjson-dev
 )
 cmake_options=()
-if [ "$setup" = all ]; then
+if [ "$setup" != daemons ]; then
   packages+=(
     libgtest-dev libgmock-dev googletest libbenchmark-dev openssl
     prometheus  # promtool and prometheus, for the tests of /metrics and deploy/monitoring/
-    clang libclang-rt-14-dev
     # The real cluster of the tests (scripts/cluster.sh; its Kubernetes binaries come from ../shared/k8s/):
     # etcd, runc, the CNI plugins, busybox for the test images, and the tools the script calls.
     etcd-server runc containernetworking-plugins busybox-static iproute2 curl util-linux jq bc
   )
-  # kubectl for the kustomize test (Debian's kubernetes-client); a kubectl already installed by another
-  # package owns /usr/bin/kubectl, and is used instead.
+  # clang for the sanitizer and fuzz stages of scripts/test.sh --all.
+  [ "$setup" != ci ] || packages+=(clang libclang-rt-14-dev)
+  # kubectl (Debian's kubernetes-client; a kubectl already installed by another package owns /usr/bin/kubectl,
+  # and is used instead). Debian 12's is 1.20, too old to render deploy/ (kustomize 2.1 or later): the deploy
+  # tests prefer the v1.36.2 kubectl of ../shared/k8s/, and say they are skipped when they have neither.
   command -v kubectl >/dev/null || packages+=(kubernetes-client)
 else
   # GoogleTest and Google Benchmark are not installed: their CMake packages are required only with these on.

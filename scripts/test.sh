@@ -1,30 +1,37 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test (the real-cluster tests as a stage of their own, after the others: a real
-# kube-apiserver, kube-scheduler, kubelet and containerd from ../shared/k8s/ with mgpu deployed from deploy/;
-# Skipped without those binaries; each failing test prints every component's last lines), then the
-# hardening stages: the whole suite under ASan+UBSan, the
-# concurrent tests under TSan (scripts/sanitize.sh) and each fuzz target for 15 s (scripts/fuzz.sh). Exits
-# non-zero when any of them fails. MGPU_HARDENING=0 skips the hardening stages.
-# Time per stage on the 2-core x86-64 Debian 12 VM, cold ccache, while three other builds shared the cores
-# (bench/RESULTS.md, section 5; each stage prints its own time): asan ~26 min to build (clang, every target
-# and the fuzz targets) + 45 s of tests; tsan ~13 min to build four test programs + 70 s of tests; fuzz
-# 170 s. About 45 min on top of the plain build and ctest, inside CI's 90 minutes but not by a wide margin
-# on a cold cache; with ccache kept between runs the builds take a fraction of that.
+# Sets up, builds and runs the tests. Exits non-zero when any stage fails; each stage prints its own time.
+#   scripts/test.sh [ctest arguments...]        the README's test command: installs what is missing, builds
+#                                               everything (gcc) and runs ctest but the real-cluster tests;
+#                                               the newcomer's answer.
+#   scripts/test.sh --all [ctest arguments...]  what CI runs (.ci/run): the above, then
+#     realcluster  tests/realcluster/ one at a time (one kubelet per machine): a real v1.36.2 kube-apiserver,
+#                  kube-scheduler, kubelet and containerd from ../shared/k8s/ with mgpu deployed from deploy/
+#                  (Skipped without those binaries; a failing test prints every component's last lines);
+#     asan         the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer;
+#     tsan         the concurrent tests under ThreadSanitizer (scripts/sanitize.sh);
+#     fuzz         each libFuzzer target for 15 s (scripts/fuzz.sh).
+# Stage times, cold and warm ccache, on the 2-core VM: bench/RESULTS.md section 6.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+all=0
+if [ "${1:-}" = --all ]; then
+  all=1
+  shift
+fi
 stage() {  # name, command...
   local name=$1 start=$SECONDS
   shift
   "$@"
   echo "test.sh: stage $name took $((SECONDS - start)) s"
 }
+if [ "$all" = 1 ]; then
+  stage packages env MGPU_SETUP=ci bash scripts/setup.sh --packages-only
+fi
 stage build bash scripts/setup.sh
-stage ctest ctest --test-dir "${MGPU_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" -LE realcluster "$@"
-# Real cluster (tests/realcluster/): cluster_smoke and the end-to-end suite, one at a time (one kubelet per
-# machine). On the 2-core VM: about 2.5 min warm (test images 5 s, each cluster up 30 s, mgpu deployed 15 s),
-# the same cold once the binaries are unpacked (12 s, once per machine, into ~/.cache/mgpu-k8s).
-stage realcluster ctest --test-dir "${MGPU_BUILD_DIR:-build}" --output-on-failure -L realcluster "$@"
-if [ "${MGPU_HARDENING:-1}" != 0 ]; then
+build_dir=${MGPU_BUILD_DIR:-build}
+stage ctest ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" -LE realcluster "$@"
+if [ "$all" = 1 ]; then
+  stage realcluster ctest --test-dir "$build_dir" --output-on-failure -L realcluster "$@"
   stage asan bash scripts/sanitize.sh asan
   stage tsan bash scripts/sanitize.sh tsan
   stage fuzz env MGPU_FUZZ_SEED=1 bash scripts/fuzz.sh 15

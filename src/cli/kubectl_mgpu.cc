@@ -14,9 +14,12 @@
 #include "common/config.h"
 #include "common/daemon.h"
 #include "common/decision_memo.h"
+#include "common/filter.h"
 #include "common/kube/client.h"
 #include "common/kube/kubeconfig.h"
 #include "common/kube/workload.h"
+#include "common/node_facts.h"
+#include "common/nodes_json.h"
 #include "common/request.h"
 #include "common/scheduler.h"
 #include "common/text_table.h"
@@ -371,9 +374,9 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   }
 
   kube::WorkloadResolver workloads(client->get());
-  ClusterCache cache(config, [&workloads](const json& pod) { return workloads.Resolve(pod); });
-  for (const json& node : node_items) cache.UpsertNode(node);
-  for (const json& pod : pods->value("items", json::array())) cache.UpsertPod(pod);
+  ClusterCache cache(config);
+  for (const json& node : node_items) cache.UpsertNode(ReadNode(node, config));
+  for (const json& pod : pods->value("items", json::array())) cache.UpsertPod(workloads.Read(pod, config));
   const std::shared_ptr<const ClusterView> snapshot = cache.Snapshot();
   std::vector<const NodeView*> view = snapshot->Nodes();
   if (view.empty()) {
@@ -397,8 +400,8 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     if (options->extender.empty()) {
       ModelPublisher model;
       DecisionMemo memo;
-      FilterVerdicts result = FilterPod(
-          *snapshot, names, ParsePodRequest(*pod, config, workloads.Resolve(*pod)), model, memo, config);
+      FilterVerdicts result =
+          FilterPod(*snapshot, names, workloads.Read(*pod, config).request, model, memo, config);
       for (size_t i : result.passed) verdicts->fits.insert(names[i]);
       verdicts->failed = std::move(result.failed);
       verdicts->unresolvable = std::move(result.unresolvable);

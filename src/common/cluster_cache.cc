@@ -6,24 +6,10 @@
 #include <chrono>
 
 #include "common/allocator.h"
-#include "common/codec.h"
-#include "common/kube/client.h"
 #include "common/lookalike.h"
-#include "common/quantity.h"
 
 namespace mgpu {
 namespace {
-
-using nlohmann::json;
-
-// The node's allocatable CPU and memory; none unless it states both.
-std::optional<HostRequest> AllocatableOf(const json& node) {
-  const std::string cpu = kube::StringAt(node, {"status", "allocatable", "cpu"});
-  const std::string memory = kube::StringAt(node, {"status", "allocatable", "memory"});
-  Result<int64_t> c = ParseMilliQuantity(cpu), m = ParseMebiQuantity(memory);
-  if (!c.ok() || !m.ok()) return std::nullopt;
-  return HostRequest{*c, *m};
-}
 
 int64_t SystemNowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -245,104 +231,59 @@ void ClusterView::Set(const std::string& name, std::shared_ptr<NodeView> view) {
   index_ = std::move(index);
 }
 
-ClusterCache::ClusterCache(Config config, WorkloadLookup workload, UnixNanosNow now_ns)
-    : config_(std::move(config)),
-      workload_(std::move(workload)),
-      now_ns_(now_ns ? std::move(now_ns) : SystemNowNs) {}
+ClusterCache::ClusterCache(Config config, UnixNanosNow now_ns)
+    : config_(std::move(config)), now_ns_(now_ns ? std::move(now_ns) : SystemNowNs) {}
 
-void ClusterCache::UpsertNode(const json& node) {
-  const std::string name = kube::StringAt(node, {"metadata", "name"});
+void ClusterCache::UpsertNode(const NodeFacts& node) {
+  const std::string& name = node.name;
   if (name.empty()) return;
-  const Annotations annotations = AnnotationsOf(node);
-  const std::string& key = config_.Names().gpu_inventory;
   std::lock_guard lock(mu_);
-  auto it = annotations.find(key);
-  if (it == annotations.end()) {
+  if (!node.annotated) {
     if (nodes_.erase(name)) {
       view_.Set(name, nullptr);
       ChangedLocked();
     }
     return;
   }
-  NodeEntry entry;
-  Result<NodeInventory> inventory = DecodeInventory(it->second);
-  if (!inventory.ok()) {
-    entry.problem = "node " + name + " has an unreadable " + key + " annotation (" + inventory.message() +
-                    "); check mgpu-device-plugin there";
-  } else if (inventory->memory_unit_mib != config_.memory_unit_mib) {
-    entry.problem = "node " + name + " counts mgpu-memory in units of " +
-                    std::to_string(inventory->memory_unit_mib) + " MiB but the extender's memoryUnitMiB is " +
-                    std::to_string(config_.memory_unit_mib) + "; use one memoryUnitMiB cluster-wide";
-  } else {
-    // A stopping plugin's node keeps its cards and pods in view (kubectl mgpu, the metrics) but takes no new
-    // pod: the kubelet would fail its admission once the plugin is gone.
-    if (inventory->stopping)
-      entry.problem =
-          "node " + name + "'s mgpu-device-plugin is stopping; its cards take no new pods until it is back";
-    entry.inventory = std::move(*inventory);
-  }
-  if (!entry.problem.empty()) spdlog::warn("node={} {}", name, entry.problem);
-  entry.allocatable = AllocatableOf(node);
-  nodes_[name] = std::move(entry);
+  if (!node.problem.empty()) spdlog::warn("node={} {}", name, node.problem);
+  nodes_[name] = NodeEntry{node.inventory, node.problem, node.allocatable};
   RebuildLocked(name, now_ns_());
   ChangedLocked();
 }
 
-void ClusterCache::DeleteNode(const json& node) {
-  const std::string name = kube::StringAt(node, {"metadata", "name"});
+void ClusterCache::DeleteNode(const std::string& name) {
   std::lock_guard lock(mu_);
   nodes_.erase(name);
   view_.Set(name, nullptr);
   ChangedLocked();
 }
 
-std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const json& pod, PodFacts facts,
-                                                            const std::optional<PodRequest>& known) {
-  for (const std::string& problem : facts.problems) spdlog::warn("pod={} ignoring: {}", facts.key, problem);
-  const std::string& key = facts.key;
-  PodEntry entry;
-  entry.placed.key = key;
-  entry.placed.uid = facts.uid;
-  entry.node = facts.node;
-  entry.placed.assigned = std::move(facts.assignment);
-  if (!facts.allocated && !entry.placed.assigned) return std::nullopt;
-  entry.placed.allocated = facts.allocated.has_value();
-  entry.placed.assignment = facts.allocated ? std::move(*facts.allocated) : *entry.placed.assigned;
-  entry.placed.assume_ns = facts.assume_time_ns;
-  if (known) {
-    entry.placed.request = *known;  // parsed by the bind that placed it
-  } else {
-    Annotations workload;
-    if (workload_ && ControllerOf(pod)) workload = workload_(pod);
-    Result<PodRequest> request = ParsePodRequest(pod, config_, workload);
-    if (!request.ok()) {
-      spdlog::warn("pod={} holds cards but its request does not parse, not counted: {}", key,
-                   request.message());
-      return std::nullopt;
-    }
-    entry.placed.request = std::move(*request);
+std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const PodFacts& pod) {
+  for (const std::string& problem : pod.problems) spdlog::warn("pod={} ignoring: {}", pod.key, problem);
+  if (!pod.allocated && !pod.assignment) return std::nullopt;
+  if (!pod.request.ok()) {
+    spdlog::warn("pod={} holds cards but its request does not parse, not counted: {}", pod.key,
+                 pod.request.message());
+    return std::nullopt;
   }
-  entry.holds_node = facts.HoldsNode();
+  PodEntry entry;
+  entry.node = pod.node;
+  entry.holds_node = pod.HoldsNode();
+  entry.placed = PlacedPod{pod.key,
+                           pod.uid,
+                           *pod.request,
+                           pod.allocated ? *pod.allocated : *pod.assignment,
+                           pod.allocated.has_value(),
+                           pod.assume_time_ns,
+                           pod.assignment};
   return entry;
 }
 
-void ClusterCache::UpsertPod(const json& pod) {
-  PodFacts facts = ReadPodFacts(pod, config_);
-  const std::string key = facts.key;
-  const std::string uid = facts.uid;
-  const bool holds_node = facts.HoldsNode();
-  const bool finished = facts.finished;
-  std::optional<PodRequest> known;  // a pod this extender bound: no need to parse it (or read its workload)
-  {
-    std::lock_guard lock(mu_);
-    if (auto a = assumed_.find(key); a != assumed_.end() && a->second.placed.uid == uid)
-      known = a->second.placed.request;
-    else if (auto p = pods_.find(key); p != pods_.end() && p->second.placed.uid == uid)
-      known = p->second.placed.request;
-  }
+void ClusterCache::UpsertPod(const PodFacts& pod) {
+  const std::string& key = pod.key;
   std::optional<HostUse> use;
-  if (holds_node) use = HostUse{facts.node, HostRequestOf(pod)};
-  std::optional<PodEntry> entry = ToEntry(pod, std::move(facts), known);
+  if (pod.HoldsNode()) use = HostUse{pod.node, pod.host};
+  std::optional<PodEntry> entry = ToEntry(pod);
   std::lock_guard lock(mu_);
   std::set<std::string> old_nodes = NodesOfLocked(key);
   old_nodes.merge(SetHostUseLocked(key, std::move(use)));
@@ -351,17 +292,15 @@ void ClusterCache::UpsertPod(const json& pod) {
   else
     pods_.erase(key);
   if (auto a = assumed_.find(key); a != assumed_.end()) {
-    const bool other_pod = a->second.placed.uid != uid;
+    const bool other_pod = a->second.placed.uid != pod.uid;
     const bool shown = entry && pods_[key].holds_node;
-    if (other_pod || shown || finished) assumed_.erase(a);
+    if (other_pod || shown || pod.finished) assumed_.erase(a);
   }
   ReindexLocked(key, old_nodes);
   ChangedLocked();
 }
 
-void ClusterCache::DeletePod(const json& pod) {
-  const std::string key = PodKeyOf(pod);
-  const std::string uid = kube::StringAt(pod, {"metadata", "uid"});
+void ClusterCache::DeletePod(const std::string& key, const std::string& uid) {
   std::lock_guard lock(mu_);
   std::set<std::string> old_nodes = NodesOfLocked(key);
   old_nodes.merge(SetHostUseLocked(key, std::nullopt));
@@ -546,44 +485,6 @@ double PodGpuShare(const NodeView& node, const PlacedPod& pod) {
     }
   }
   return share;
-}
-
-json NodesJson(const std::vector<const NodeView*>& view) {
-  json nodes = json::array();
-  for (const NodeView* v : view) {
-    json cards = json::array();
-    for (const CardState& c : v->state.cards) {
-      cards.push_back({{"index", c.card.index},
-                       {"uuid", c.card.uuid},
-                       {"model", c.card.model},
-                       {"healthy", c.card.healthy},
-                       {"capacityMiB", c.capacity_mib},
-                       {"core", c.usage.core},
-                       {"reclaimedCore", c.usage.reclaimed_core},
-                       {"memoryMiB", c.usage.memory_mib},
-                       {"holders", c.usage.holders},
-                       {"policy", c.usage.holders ? json(Name(c.usage.policy)) : json(nullptr)}});
-    }
-    json pods = json::array();
-    for (const PlacedPod& p : v->pods) {
-      json containers = json::array();
-      for (const ContainerAssignment& ca : p.assignment.containers) {
-        json shares = json::array();
-        for (const CardShare& s : ca.cards)
-          shares.push_back({{"uuid", s.uuid},
-                            {"core", s.core},
-                            {"reclaimedCore", s.reclaimed_core},
-                            {"memoryMiB", s.memory_mib}});
-        containers.push_back({{"name", ca.container}, {"cards", shares}});
-      }
-      pods.push_back(
-          {{"pod", p.key}, {"uid", p.uid}, {"allocated", p.allocated}, {"containers", containers}});
-    }
-    json node = {{"name", v->state.name}, {"cards", cards}, {"pods", pods}};
-    if (!v->problem.empty()) node["problem"] = v->problem;
-    nodes.push_back(std::move(node));
-  }
-  return {{"nodes", nodes}};
 }
 
 }  // namespace mgpu

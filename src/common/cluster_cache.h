@@ -1,7 +1,8 @@
 // The cluster's cards as the extender sees them (DESIGN §5), kept live by the extender and built from one
-// list by kubectl mgpu, so both show the same: nodes' D/gpu-inventory and the pods holding
-// cards, fed by the node and pod informers' handlers, plus the binds this extender made that the pod watch
-// has not shown yet ("assumed"). Per-card usage on a node: a bound, unfinished pod's D/gpu-allocated when it
+// list by kubectl mgpu, so both show the same: nodes' D/gpu-inventory and the pods holding cards, fed by the
+// node and pod informers' handlers with nodes and pods read at the edge (common/node_facts.h,
+// common/pod_facts.h: no JSON past it), plus the binds this extender made that the pod watch has not shown
+// yet ("assumed"). Per-card usage on a node: a bound, unfinished pod's D/gpu-allocated when it
 // has one; the members of a look-alike pool still waiting for the kubelet hold what their D/gpu-assignments
 // left (common/lookalike.h); an assumed bind holds its cards until the watch shows the pod, for at most
 // assignmentTTLSeconds. A bound, live pod keeps its cards until it finishes, is deleted or gpu-allocated
@@ -27,11 +28,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "common/config.h"
 #include "common/fragmentation.h"
 #include "common/model.h"
+#include "common/node_facts.h"
 #include "common/pod_facts.h"
 #include "common/request.h"
 #include "common/result.h"
@@ -107,23 +107,16 @@ class ClusterView {
 // Cards' worth `pod` holds on `node` (GpuShare summed over its pieces, against each card's capacity).
 double PodGpuShare(const NodeView& node, const PlacedPod& pod);
 
-// The read-only per-card view (the extender's GET /v1/nodes, kubectl mgpu nodes -o json) of `nodes`
-// (ClusterView::Nodes(), or some of them).
-nlohmann::json NodesJson(const std::vector<const NodeView*>& nodes);
-
-// Annotations of a pod's controlling workload (for ParsePodRequest); may call the API server.
-using WorkloadLookup = std::function<Annotations(const nlohmann::json& pod)>;
-
 class ClusterCache {
  public:
   using UnixNanosNow = std::function<int64_t()>;  // the time, unix nanoseconds
-  ClusterCache(Config config, WorkloadLookup workload = {}, UnixNanosNow now_ns = {});
+  explicit ClusterCache(Config config, UnixNanosNow now_ns = {});
 
   // Informer handlers.
-  void UpsertNode(const nlohmann::json& node);
-  void DeleteNode(const nlohmann::json& node);
-  void UpsertPod(const nlohmann::json& pod);
-  void DeletePod(const nlohmann::json& pod);
+  void UpsertNode(const NodeFacts& node);
+  void DeleteNode(const std::string& name);
+  void UpsertPod(const PodFacts& pod);
+  void DeletePod(const std::string& key, const std::string& uid);
 
   std::shared_ptr<const ClusterView> Snapshot();
 
@@ -155,9 +148,7 @@ class ClusterCache {
     bool operator==(const HostUse&) const = default;
   };
 
-  // `known`: the pod's request when this extender parsed it already (it bound the pod).
-  std::optional<PodEntry> ToEntry(const nlohmann::json& pod, PodFacts facts,
-                                  const std::optional<PodRequest>& known);
+  static std::optional<PodEntry> ToEntry(const PodFacts& pod);
   bool CountsLocked(const PodEntry& entry, bool assumed, int64_t now) const;
   const PodEntry* EffectiveLocked(const std::string& key, int64_t now) const;
   void ReindexLocked(const std::string& key, const std::set<std::string>& old_nodes);
@@ -169,7 +160,6 @@ class ClusterCache {
   std::set<std::string> SetHostUseLocked(const std::string& key, std::optional<HostUse> use);
 
   const Config config_;
-  const WorkloadLookup workload_;
   const UnixNanosNow now_ns_;
 
   std::mutex mu_;

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/allocator.h"
+#include "common/json_path.h"
 #include "common/request.h"
 #include "common/test_objects.h"
 
@@ -17,7 +18,7 @@ constexpr int64_t kSecond = 1'000'000'000;
 
 class CacheTest : public ::testing::Test {
  protected:
-  CacheTest() : cache_(Config(), {}, [this] { return now_.load(); }) {}
+  CacheTest() : cache_(Config(), [this] { return now_.load(); }) {}
   const CardState& CardOf(const std::string& node, int index) {
     snapshot_ = cache_.Snapshot();
     return snapshot_->Find(node)->state.cards.at(index);
@@ -34,27 +35,28 @@ class CacheTest : public ::testing::Test {
 };
 
 TEST_F(CacheTest, NodesWithoutInventoryAreAbsentAndBadInventoryIsAProblem) {
-  cache_.UpsertNode({{"metadata", {{"name", "plain"}}}});
+  cache_.UpsertNode(NodeOf({{"metadata", {{"name", "plain"}}}}));
   nlohmann::json bad = Node("bad", 1);
   bad["metadata"]["annotations"][names_.gpu_inventory] = "{not json";
-  cache_.UpsertNode(bad);
-  cache_.UpsertNode(Node("good", 2));
+  cache_.UpsertNode(NodeOf(bad));
+  cache_.UpsertNode(NodeOf(Node("good", 2)));
   auto view = cache_.Snapshot();
   EXPECT_EQ(view->Find("plain"), nullptr);
   EXPECT_NE(view->Find("bad")->problem.find("unreadable"), std::string::npos);
   EXPECT_EQ(view->Find("good")->state.cards.size(), 2u);
-  cache_.DeleteNode(Node("good", 2));
+  cache_.DeleteNode("good");
   EXPECT_EQ(cache_.Snapshot()->Find("good"), nullptr);
 }
 
 // Views share blocks of nodes: a later change, removal or addition never shows in an earlier view.
 TEST_F(CacheTest, SnapshotsStayAsTheyWereAcrossManyNodes) {
-  for (int i = 0; i < 200; ++i) cache_.UpsertNode(Node("n" + std::to_string(i), 1));
+  for (int i = 0; i < 200; ++i) cache_.UpsertNode(NodeOf(Node("n" + std::to_string(i), 1)));
   auto before = cache_.Snapshot();
   ASSERT_EQ(before->size(), 200u);
-  cache_.UpsertPod(Placed(Pod("p", 30, 100), "n150", names_.gpu_allocated, OneCard("n150-gpu0", 30, 100)));
-  for (int i = 0; i < 100; ++i) cache_.DeleteNode(Node("n" + std::to_string(i), 1));
-  for (int i = 0; i < 70; ++i) cache_.UpsertNode(Node("m" + std::to_string(i), 2));
+  cache_.UpsertPod(
+      PodOf(Placed(Pod("p", 30, 100), "n150", names_.gpu_allocated, OneCard("n150-gpu0", 30, 100))));
+  for (int i = 0; i < 100; ++i) cache_.DeleteNode("n" + std::to_string(i));
+  for (int i = 0; i < 70; ++i) cache_.UpsertNode(NodeOf(Node("m" + std::to_string(i), 2)));
   auto after = cache_.Snapshot();
   EXPECT_EQ(after->size(), 170u);
   EXPECT_EQ(after->Find("n150")->state.cards[0].usage.core, 30);
@@ -74,45 +76,48 @@ TEST_F(CacheTest, SnapshotsStayAsTheyWereAcrossManyNodes) {
 }
 
 TEST_F(CacheTest, AssignedPodsCountAndAllocatedWins) {
-  cache_.UpsertNode(Node("n", 2));
-  cache_.UpsertPod(Placed(Pod("a", 30, 1000), "n", names_.gpu_assignment, OneCard("n-gpu0", 30, 1000), now_));
+  cache_.UpsertNode(NodeOf(Node("n", 2)));
+  cache_.UpsertPod(
+      PodOf(Placed(Pod("a", 30, 1000), "n", names_.gpu_assignment, OneCard("n-gpu0", 30, 1000), now_)));
   EXPECT_EQ(CardOf("n", 0).usage.core, 30);
   // The kubelet put it on the other card: the allocation is the truth.
   nlohmann::json pod =
       Placed(Pod("a", 30, 1000), "n", names_.gpu_assignment, OneCard("n-gpu0", 30, 1000), now_);
   pod["metadata"]["annotations"][names_.gpu_allocated] = EncodeAssignment(OneCard("n-gpu1", 30, 1000));
-  cache_.UpsertPod(pod);
+  cache_.UpsertPod(PodOf(pod));
   EXPECT_EQ(CardOf("n", 0).usage.core, 0);
   EXPECT_EQ(CardOf("n", 1).usage.core, 30);
   EXPECT_EQ(CardOf("n", 1).usage.memory_mib, 1000);
 }
 
 TEST_F(CacheTest, TerminatedDeletedAndUnboundPodsRelease) {
-  cache_.UpsertNode(Node("n", 1));
+  cache_.UpsertNode(NodeOf(Node("n", 1)));
   nlohmann::json pod = Placed(Pod("a", 30, 1000), "n", names_.gpu_allocated, OneCard("n-gpu0", 30, 1000));
-  cache_.UpsertPod(pod);
+  cache_.UpsertPod(PodOf(pod));
   EXPECT_EQ(CardOf("n", 0).usage.core, 30);
   pod["status"]["phase"] = "Succeeded";
-  cache_.UpsertPod(pod);
+  cache_.UpsertPod(PodOf(pod));
   EXPECT_EQ(CardOf("n", 0).usage.core, 0);
   pod["status"]["phase"] = "Running";
-  cache_.UpsertPod(pod);
+  cache_.UpsertPod(PodOf(pod));
   EXPECT_EQ(CardOf("n", 0).usage.core, 30);
-  cache_.DeletePod(pod);
+  cache_.DeletePod(PodKeyOf(pod), MetadataString(pod, "uid"));
   EXPECT_EQ(CardOf("n", 0).usage.core, 0);
   nlohmann::json unbound =
       Placed(Pod("b", 30, 1000), "n", names_.gpu_assignment, OneCard("n-gpu0", 30, 1000), now_);
   unbound["spec"].erase("nodeName");
-  cache_.UpsertPod(unbound);
+  cache_.UpsertPod(PodOf(unbound));
   EXPECT_EQ(CardOf("n", 0).usage.core, 0);
 }
 
 // The plugin is down for longer than the TTL: a bound pod keeps its cards, so none is handed out twice; a
 // bind the watch never showed (the pod never got bound) expires.
 TEST_F(CacheTest, BoundPodsKeepTheirCardsPastTheTtlAndUnseenBindsExpire) {
-  cache_.UpsertNode(Node("n", 2, 10000));
-  cache_.UpsertPod(Placed(Pod("a", 60, 1000), "n", names_.gpu_assignment, OneCard("n-gpu0", 60, 1000), now_));
-  cache_.UpsertPod(Placed(Pod("b", 40, 1000), "n", names_.gpu_allocated, OneCard("n-gpu1", 40, 1000), now_));
+  cache_.UpsertNode(NodeOf(Node("n", 2, 10000)));
+  cache_.UpsertPod(
+      PodOf(Placed(Pod("a", 60, 1000), "n", names_.gpu_assignment, OneCard("n-gpu0", 60, 1000), now_)));
+  cache_.UpsertPod(
+      PodOf(Placed(Pod("b", 40, 1000), "n", names_.gpu_allocated, OneCard("n-gpu1", 40, 1000), now_)));
   const auto now = std::chrono::steady_clock::now();
   ASSERT_TRUE(cache_.Reserve("n", Request(Pod("c", 50, 1500)), "uid-c", now_, nullptr, now).ok());
   EXPECT_EQ(CardOf("n", 1).usage.core, 90);
@@ -126,14 +131,14 @@ TEST_F(CacheTest, BoundPodsKeepTheirCardsPastTheTtlAndUnseenBindsExpire) {
 // card. Counted per card, whatever order the confirmations arrive in: each card exactly once.
 TEST_F(CacheTest, LookAlikeSwapCountsEveryCardOnce) {
   const auto swap = [&](bool elder_confirms_first) {
-    ClusterCache cache(Config(), {}, [this] { return now_.load(); });
-    cache.UpsertNode(Node("n", 2, 10000));
+    ClusterCache cache(Config(), [this] { return now_.load(); });
+    cache.UpsertNode(NodeOf(Node("n", 2, 10000)));
     nlohmann::json elder =
         Placed(Pod("elder", 60, 4000), "n", names_.gpu_assignment, OneCard("n-gpu0", 60, 4000), now_);
     nlohmann::json younger =
         Placed(Pod("younger", 60, 4000), "n", names_.gpu_assignment, OneCard("n-gpu1", 60, 4000), now_ + 1);
-    cache.UpsertPod(elder);
-    cache.UpsertPod(younger);
+    cache.UpsertPod(PodOf(elder));
+    cache.UpsertPod(PodOf(younger));
     const auto usage = [&] {
       auto view = cache.Snapshot();
       const NodeState& s = view->Find("n")->state;
@@ -141,7 +146,7 @@ TEST_F(CacheTest, LookAlikeSwapCountsEveryCardOnce) {
     };
     const auto confirm = [&](nlohmann::json& pod, const std::string& card) {
       pod["metadata"]["annotations"][names_.gpu_allocated] = EncodeAssignment(OneCard(card, 60, 4000));
-      cache.UpsertPod(pod);
+      cache.UpsertPod(PodOf(pod));
     };
     if (elder_confirms_first) {
       confirm(elder, "n-gpu1");  // the elder, admitted second, got what the pool had left
@@ -159,10 +164,10 @@ TEST_F(CacheTest, LookAlikeSwapCountsEveryCardOnce) {
                               std::chrono::steady_clock::now())
                      .ok());
     // A restarted extender that lists the pods in another order sees the same.
-    ClusterCache restarted(Config(), {}, [this] { return now_.load(); });
-    restarted.UpsertPod(younger);
-    restarted.UpsertNode(Node("n", 2, 10000));
-    restarted.UpsertPod(elder);
+    ClusterCache restarted(Config(), [this] { return now_.load(); });
+    restarted.UpsertPod(PodOf(younger));
+    restarted.UpsertNode(NodeOf(Node("n", 2, 10000)));
+    restarted.UpsertPod(PodOf(elder));
     auto view = restarted.Snapshot();
     EXPECT_EQ(view->Find("n")->state.cards[0].usage.core, 60);
     EXPECT_EQ(view->Find("n")->state.cards[1].usage.core, 60);
@@ -173,8 +178,9 @@ TEST_F(CacheTest, LookAlikeSwapCountsEveryCardOnce) {
 
 // Look-alikes never wait for each other, on whichever cards they were given.
 TEST_F(CacheTest, LookAlikesNeverWaitForEachOther) {
-  cache_.UpsertNode(Node("n", 2, 10000));
-  cache_.UpsertPod(Placed(Pod("a", 80, 2000), "n", names_.gpu_assignment, OneCard("n-gpu0", 80, 2000), now_));
+  cache_.UpsertNode(NodeOf(Node("n", 2, 10000)));
+  cache_.UpsertPod(
+      PodOf(Placed(Pod("a", 80, 2000), "n", names_.gpu_assignment, OneCard("n-gpu0", 80, 2000), now_)));
   bool waited = false;
   Result<Assignment> b = cache_.Reserve("n", Request(Pod("b", 80, 2000)), "uid-b", now_, nullptr,
                                         std::chrono::steady_clock::now() + std::chrono::seconds(30), &waited);
@@ -186,9 +192,11 @@ TEST_F(CacheTest, LookAlikesNeverWaitForEachOther) {
 // A waiting pod of another shape asks the same memory: bind goes to its card when the pod fits there, rather
 // than to the card binpack would pick, and so needs no wait.
 TEST_F(CacheTest, BindSteersToTheCardThatMakesNoAmbiguousPair) {
-  cache_.UpsertNode(Node("n", 2, 10000));
-  cache_.UpsertPod(Placed(Pod("x", 20, 2000), "n", names_.gpu_assignment, OneCard("n-gpu0", 20, 2000), now_));
-  cache_.UpsertPod(Placed(Pod("z", 60, 5000), "n", names_.gpu_allocated, OneCard("n-gpu1", 60, 5000), now_));
+  cache_.UpsertNode(NodeOf(Node("n", 2, 10000)));
+  cache_.UpsertPod(
+      PodOf(Placed(Pod("x", 20, 2000), "n", names_.gpu_assignment, OneCard("n-gpu0", 20, 2000), now_)));
+  cache_.UpsertPod(
+      PodOf(Placed(Pod("z", 60, 5000), "n", names_.gpu_allocated, OneCard("n-gpu1", 60, 5000), now_)));
   const PodRequest y = Request(Pod("y", 30, 2000));
   std::string conflict;
   auto view = cache_.Snapshot();
@@ -204,7 +212,7 @@ TEST_F(CacheTest, BindSteersToTheCardThatMakesNoAmbiguousPair) {
 }
 
 TEST_F(CacheTest, ReserveTakesCapacityAtOnceAndUnreserveGivesItBack) {
-  cache_.UpsertNode(Node("n", 1, 10000));
+  cache_.UpsertNode(NodeOf(Node("n", 1, 10000)));
   const auto deadline = std::chrono::steady_clock::now();
   Result<Assignment> a = cache_.Reserve("n", Request(Pod("a", 60, 6000)), "uid-a", now_, nullptr, deadline);
   ASSERT_TRUE(a.ok()) << a.message();
@@ -220,15 +228,15 @@ TEST_F(CacheTest, ReserveTakesCapacityAtOnceAndUnreserveGivesItBack) {
 // A node whose plugin says it is stopping keeps its cards and pods in view but takes no new pod, with one
 // sentence, until the plugin publishes again (issue 28's stop window).
 TEST_F(CacheTest, StoppingPluginsNodeTakesNoNewPodUntilItIsBack) {
-  cache_.UpsertNode(Node("n", 1, 10000));
-  cache_.UpsertPod(Placed(Pod("p", 30, 1000), "n", names_.gpu_allocated, OneCard("n-gpu0", 30, 1000)));
+  cache_.UpsertNode(NodeOf(Node("n", 1, 10000)));
+  cache_.UpsertPod(PodOf(Placed(Pod("p", 30, 1000), "n", names_.gpu_allocated, OneCard("n-gpu0", 30, 1000))));
   nlohmann::json stopping = Node("n", 1, 10000);
   Result<NodeInventory> inventory =
       DecodeInventory(stopping["metadata"]["annotations"][names_.gpu_inventory].get<std::string>());
   ASSERT_TRUE(inventory.ok()) << inventory.message();
   inventory->stopping = true;
   stopping["metadata"]["annotations"][names_.gpu_inventory] = EncodeInventory(*inventory);
-  cache_.UpsertNode(stopping);
+  cache_.UpsertNode(NodeOf(stopping));
   EXPECT_EQ(CardOf("n", 0).usage.core, 30) << "its pods still count";
   EXPECT_EQ(snapshot_->Find("n")->problem,
             "node n's mgpu-device-plugin is stopping; its cards take no new pods until it is back");
@@ -236,26 +244,26 @@ TEST_F(CacheTest, StoppingPluginsNodeTakesNoNewPodUntilItIsBack) {
   Result<Assignment> refused =
       cache_.Reserve("n", Request(Pod("a", 10, 100)), "uid-a", now_, nullptr, deadline);
   EXPECT_EQ(refused.message(), snapshot_->Find("n")->problem);
-  cache_.UpsertNode(Node("n", 1, 10000));
+  cache_.UpsertNode(NodeOf(Node("n", 1, 10000)));
   EXPECT_TRUE(cache_.Reserve("n", Request(Pod("a", 10, 100)), "uid-a", now_, nullptr, deadline).ok());
 }
 
 TEST_F(CacheTest, AssumedBindSurvivesAStaleWatchEventAndYieldsToTheBoundPod) {
-  cache_.UpsertNode(Node("n", 1));
+  cache_.UpsertNode(NodeOf(Node("n", 1)));
   const nlohmann::json pending = Pod("a", 50, 1000);
   Result<Assignment> a =
       cache_.Reserve("n", Request(pending), "uid-a", now_, nullptr, std::chrono::steady_clock::now());
   ASSERT_TRUE(a.ok());
-  cache_.UpsertPod(pending);  // the watch still shows the pod as it was before the bind
+  cache_.UpsertPod(PodOf(pending));  // the watch still shows the pod as it was before the bind
   EXPECT_EQ(CardOf("n", 0).usage.core, 50);
-  cache_.UpsertPod(Placed(pending, "n", names_.gpu_assignment, *a, now_));
+  cache_.UpsertPod(PodOf(Placed(pending, "n", names_.gpu_assignment, *a, now_)));
   EXPECT_EQ(CardOf("n", 0).usage.core, 50);
   EXPECT_EQ(snapshot_->Find("n")->pods.size(), 1u);
 }
 
 TEST_F(CacheTest, NodesFreeCpuAndMemoryCountEveryBoundPodAndAssumedBinds) {
   nlohmann::json node = Node("n", 1);
-  cache_.UpsertNode(node);
+  cache_.UpsertNode(NodeOf(node));
   const auto free_of = [&] {
     snapshot_ = cache_.Snapshot();
     const NodeState& s = snapshot_->Find("n")->state;
@@ -263,16 +271,16 @@ TEST_F(CacheTest, NodesFreeCpuAndMemoryCountEveryBoundPodAndAssumedBinds) {
   };
   EXPECT_EQ(free_of(), (std::pair<int64_t, int64_t>{-1, -1}));  // no allocatable: unknown
   node["status"]["allocatable"] = {{"cpu", "16"}, {"memory", "64Gi"}};
-  cache_.UpsertNode(node);
+  cache_.UpsertNode(NodeOf(node));
   EXPECT_EQ(free_of(), (std::pair<int64_t, int64_t>{16000, 65536}));
   // A pod without GPU counts once bound, and stops when it finishes.
   nlohmann::json web = Pod("web", 10, 10);
   web["spec"]["containers"][0]["resources"] = {{"requests", {{"cpu", "1500m"}, {"memory", "2Gi"}}}};
-  cache_.UpsertPod(web);
+  cache_.UpsertPod(PodOf(web));
   EXPECT_EQ(free_of().first, 16000);
   web["spec"]["nodeName"] = "n";
   web["status"]["phase"] = "Running";
-  cache_.UpsertPod(web);
+  cache_.UpsertPod(PodOf(web));
   EXPECT_EQ(free_of(), (std::pair<int64_t, int64_t>{14500, 63488}));
   // A bind made here counts at once, and once only when the watch shows it bound.
   nlohmann::json gpu = Pod("gpu", 50, 1000);
@@ -281,32 +289,32 @@ TEST_F(CacheTest, NodesFreeCpuAndMemoryCountEveryBoundPodAndAssumedBinds) {
       cache_.Reserve("n", Request(gpu), "uid-gpu", now_, nullptr, std::chrono::steady_clock::now());
   ASSERT_TRUE(a.ok()) << a.message();
   EXPECT_EQ(free_of().first, 10500);
-  cache_.UpsertPod(Placed(gpu, "n", names_.gpu_assignment, *a, now_));
+  cache_.UpsertPod(PodOf(Placed(gpu, "n", names_.gpu_assignment, *a, now_)));
   EXPECT_EQ(free_of().first, 10500);
   web["status"]["phase"] = "Succeeded";
-  cache_.UpsertPod(web);
+  cache_.UpsertPod(PodOf(web));
   EXPECT_EQ(free_of().first, 12000);
-  cache_.DeletePod(gpu);
+  cache_.DeletePod(PodKeyOf(gpu), MetadataString(gpu, "uid"));
   EXPECT_EQ(free_of(), (std::pair<int64_t, int64_t>{16000, 65536}));
 }
 
 TEST_F(CacheTest, FreeCoreIsSummedPerGpuProduct) {
-  cache_.UpsertNode(Node("a", 2, 16384, "Tesla T4"));
-  cache_.UpsertNode(Node("b", 1, 16384, "Tesla T4"));
-  cache_.UpsertNode(Node("c", 1, 16384, "G2"));
-  cache_.UpsertPod(Placed(Pod("p", 30, 1000), "a", names_.gpu_allocated, OneCard("a-gpu0", 30, 1000)));
+  cache_.UpsertNode(NodeOf(Node("a", 2, 16384, "Tesla T4")));
+  cache_.UpsertNode(NodeOf(Node("b", 1, 16384, "Tesla T4")));
+  cache_.UpsertNode(NodeOf(Node("c", 1, 16384, "G2")));
+  cache_.UpsertPod(PodOf(Placed(Pod("p", 30, 1000), "a", names_.gpu_allocated, OneCard("a-gpu0", 30, 1000))));
   using Free = std::map<std::string, double, std::less<>>;
   EXPECT_EQ(cache_.Snapshot()->FreeCoreByProduct(), (Free{{"Tesla-T4", 270}, {"G2", 100}}));
-  cache_.DeleteNode(Node("c", 1, 16384, "G2"));
+  cache_.DeleteNode("c");
   EXPECT_EQ(cache_.Snapshot()->FreeCoreByProduct(), (Free{{"Tesla-T4", 270}}));
 }
 
 TEST_F(CacheTest, AmbiguityGuardWaitsForTheEarlierPodToBeAllocated) {
-  cache_.UpsertNode(Node("n", 2, 10000));
+  cache_.UpsertNode(NodeOf(Node("n", 2, 10000)));
   // a holds card 0 unallocated; b asks the same memory but must go to card 1 (card 0 lacks core).
   const nlohmann::json a =
       Placed(Pod("a", 80, 2000), "n", names_.gpu_assignment, OneCard("n-gpu0", 80, 2000), now_);
-  cache_.UpsertPod(a);
+  cache_.UpsertPod(PodOf(a));
   const PodRequest b = Request(Pod("b", 50, 2000));
   Result<Assignment> refused =
       cache_.Reserve("n", b, "uid-b", now_, nullptr, std::chrono::steady_clock::now());
@@ -323,7 +331,7 @@ TEST_F(CacheTest, AmbiguityGuardWaitsForTheEarlierPodToBeAllocated) {
     nlohmann::json allocated = a;
     allocated["metadata"]["annotations"][names_.gpu_allocated] =
         EncodeAssignment(OneCard("n-gpu0", 80, 2000));
-    cache_.UpsertPod(allocated);
+    cache_.UpsertPod(PodOf(allocated));
   });
   Result<Assignment> waited = cache_.Reserve("n", b, "uid-b", now_, nullptr,
                                              std::chrono::steady_clock::now() + std::chrono::seconds(30));

@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <list>
-#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -42,25 +41,6 @@ class DecisionMemo {
   std::mutex mu_;
   std::list<Table> tables_;  // most recently used first
 };
-
-// The filter's answer for a pod over kube-scheduler's candidate nodes, in the words kube-scheduler shows.
-struct FilterVerdicts {
-  std::vector<size_t> passed;                       // indexes into the candidate names
-  std::map<std::string, std::string> failed;        // node -> why the pod does not fit there now
-  std::map<std::string, std::string> unresolvable;  // node -> why it fits nowhere (its request is invalid)
-  // Failed nodes by cause: no D/gpu-inventory, a bad one, too little free capacity.
-  uint64_t no_inventory = 0, bad_inventory = 0, insufficient = 0;
-};
-
-// The filter every side runs (the extender's verb, kubectl mgpu why): a pod whose request does not parse is
-// unresolvable everywhere, a pod asking for no GPU passes everywhere, and a GPU pod is learned into `model`
-// and decided on every usable node through `memo`, failing nodes carrying their reason.
-FilterVerdicts FilterPod(const ClusterView& view, const std::vector<std::string>& names,
-                         const Result<PodRequest>& pod, ModelPublisher& model, DecisionMemo& memo,
-                         const Config& config);
-
-// The nodes of `names` in `view` that can take pods (null for the others), parallel to `names`.
-std::vector<const NodeView*> UsableNodes(const ClusterView& view, const std::vector<std::string>& names);
 
 // What Place, PlacementCost and WhyNotPlaced read of a pod, as a key: two pods with one key get the same
 // decisions.

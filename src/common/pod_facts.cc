@@ -4,11 +4,31 @@
 
 #include "common/codec.h"
 #include "common/json_path.h"
-#include "common/request.h"
 
 namespace mgpu {
-PodFacts ReadPodFacts(const nlohmann::json& pod, const Config& config) {
+namespace {
+
+using nlohmann::json;
+
+// Containers with a containerID, or running or terminated: the kubelet admitted them long ago.
+std::set<std::string> StartedContainers(const json& pod) {
+  std::set<std::string> out;
+  for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
+    const json* statuses = FindPath(pod, {"status", list});
+    if (!statuses || !statuses->is_array()) continue;
+    for (const json& s : *statuses) {
+      const bool ran = FindPath(s, {"state", "running"}) || FindPath(s, {"state", "terminated"});
+      if (!StringAt(s, {"containerID"}).empty() || ran) out.insert(StringAt(s, {"name"}));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+PodFacts ReadPod(const json& pod, const Config& config, const Annotations& workload) {
   PodFacts out;
+  out.request = ParsePodRequest(pod, config, workload);
   if (!pod.is_object()) return out;
   const ResourceNames names = config.Names();
   out.key = PodKeyOf(pod);
@@ -18,6 +38,10 @@ PodFacts ReadPodFacts(const nlohmann::json& pod, const Config& config) {
   const std::string phase = StringAt(pod, {"status", "phase"});
   out.finished = phase == "Succeeded" || phase == "Failed";
   out.deleting = !MetadataString(pod, "deletionTimestamp").empty();
+  out.started = StartedContainers(pod);
+  // ParsePodRequest has summed it already when the request parses.
+  out.host = out.request.ok() ? HostRequest{out.request->cpu_milli, out.request->host_memory_mib}
+                              : HostRequestOf(pod);
   const Annotations annotations = AnnotationsOf(pod);
   const auto unreadable = [&](const std::string& name, const std::string& why) {
     out.problems.push_back("pod " + out.key + " has an unreadable " + name + ": " + why);
@@ -43,6 +67,24 @@ PodFacts ReadPodFacts(const nlohmann::json& pod, const Config& config) {
     }
   }
   return out;
+}
+
+bool NeedsWorkload(const json& pod, const Config& config) {
+  if (!ControllerOf(pod)) return false;
+  const ResourceNames names = config.Names();
+  for (const char* list : {"initContainers", "containers"}) {
+    const json* containers = FindPath(pod, {"spec", list});
+    if (!containers || !containers->is_array()) continue;
+    for (const json& c : *containers) {
+      for (const char* kind : {"limits", "requests"}) {
+        const json* amounts = FindPath(c, {"resources", kind});
+        if (!amounts || !amounts->is_object()) continue;
+        for (const std::string* resource : {&names.core, &names.reclaimed_core, &names.memory})
+          if (amounts->contains(*resource)) return true;
+      }
+    }
+  }
+  return false;
 }
 
 }  // namespace mgpu

@@ -2,6 +2,7 @@
 // in, a validated PodRequest out, or one sentence naming the pod, container, field and broken rule.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -22,6 +23,9 @@ using Annotations = std::map<std::string, std::string, std::less<>>;
 // containers.
 Result<PodRequest> ParsePodRequest(const nlohmann::json& pod, const Config& config,
                                    const Annotations& workload = {});
+
+// Annotations of a pod's controlling workload, for ParsePodRequest (the admission webhook's lookup).
+using WorkloadLookup = std::function<Annotations(const nlohmann::json& pod)>;
 
 // What kube-scheduler counts a pod as requesting of its node's CPU and memory (the effective request:
 // containers and sidecars summed, a larger init container instead, plus the overhead); requests, else

@@ -330,7 +330,7 @@ TEST(PodFacts, ReadsIdentityPlaceAndTheHandOffAnnotationsOnce) {
                             {names.gpu_assume_time, EncodeAssumeTime(42)}}}}},
                         {"spec", {{"nodeName", "node-a"}}},
                         {"status", {{"phase", "Running"}}}};
-  PodFacts facts = ReadPodFacts(pod, config);
+  PodFacts facts = ReadPod(pod, config);
   EXPECT_EQ(facts.key, "default/p");  // no namespace: "default"
   EXPECT_EQ(facts.uid, "u-1");
   EXPECT_EQ(facts.resource_version, "7");
@@ -344,11 +344,53 @@ TEST(PodFacts, ReadsIdentityPlaceAndTheHandOffAnnotationsOnce) {
 
   pod["status"]["phase"] = "Succeeded";
   pod["metadata"]["deletionTimestamp"] = "2026-11-25T00:00:00Z";
-  facts = ReadPodFacts(pod, config);
+  facts = ReadPod(pod, config);
   EXPECT_TRUE(facts.finished);
   EXPECT_TRUE(facts.deleting);
   EXPECT_FALSE(facts.HoldsNode());
-  EXPECT_TRUE(ReadPodFacts(nlohmann::json::array(), config).key.empty());  // not an object: nothing
+  EXPECT_TRUE(ReadPod(nlohmann::json::array(), config).key.empty());  // not an object: nothing
+}
+
+// One read gives the request too, with the workload's annotations, and the pod's CPU and memory whether or
+// not the request parses.
+TEST(PodFacts, ReadPodGivesTheRequestWithTheWorkloadsAnnotationsAndTheHostRequest) {
+  const Config config;
+  const ResourceNames names = config.Names();
+  nlohmann::json pod = {
+      {"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u-1"}}},
+      {"spec",
+       {{"containers",
+         {{{"name", "main"},
+           {"resources",
+            {{"limits",
+              {{names.reclaimed_core, "30"}, {names.memory, "1024"}, {"cpu", "2"}, {"memory", "1Gi"}}}}}}}}}},
+      {"status",
+       {{"containerStatuses", {{{"name", "main"}, {"containerID", "containerd://1"}}, {{"name", "side"}}}}}}};
+  const PodFacts plain = ReadPod(pod, config);
+  ASSERT_TRUE(plain.request.ok()) << plain.request.message();
+  EXPECT_EQ(plain.request->qos, Qos::kOffline);  // asks reclaimed core, no QoS annotation
+  EXPECT_EQ(plain.request->uid, "u-1");
+  EXPECT_EQ(plain.host, (HostRequest{2000, 1024}));
+  EXPECT_EQ(plain.started, std::set<std::string>{"main"});
+  const PodFacts annotated = ReadPod(pod, config, {{std::string(kQosLevelAnnotation), "bogus"}});
+  ASSERT_FALSE(annotated.request.ok());
+  EXPECT_NE(annotated.request.message().find("bogus"), std::string::npos) << annotated.request.message();
+  EXPECT_EQ(annotated.host, (HostRequest{2000, 1024}));  // read though the request is not
+  EXPECT_EQ(annotated.key, "ns/p");
+}
+
+TEST(PodFacts, OnlyAControlledPodThatNamesAnMgpuResourceNeedsItsWorkload) {
+  const Config config;
+  const ResourceNames names = config.Names();
+  nlohmann::json pod = {
+      {"metadata", {{"name", "p"}}},
+      {"spec", {{"containers", {{{"name", "main"}, {"resources", {{"limits", {{"cpu", "1"}}}}}}}}}}};
+  EXPECT_FALSE(NeedsWorkload(pod, config));  // no controller
+  pod["metadata"]["ownerReferences"] = {
+      {{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"}, {"name", "r"}, {"controller", true}}};
+  EXPECT_FALSE(NeedsWorkload(pod, config));  // asks no mgpu resource: its annotations are never read
+  pod["spec"]["initContainers"] = {{{"name", "init"}, {"resources", {{"requests", {{names.memory, "1"}}}}}}};
+  EXPECT_TRUE(NeedsWorkload(pod, config));
 }
 
 }  // namespace

@@ -73,4 +73,32 @@ Result<Assignment> Assign(NodeState& node, const PodRequest& pod, const Workload
   return chosen;
 }
 
+Result<Scheduled> ScheduleOne(const std::vector<NodeState*>& nodes, const PodRequest& pod,
+                              ModelPublisher& publisher,
+                              const std::function<FreeCoreByProduct()>& cluster_free, bool with_reasons,
+                              const std::function<size_t(size_t)>& pick, Placement& scratch) {
+  Scheduled out;
+  const ModelPublisher::Published model = publisher.Observe(pod, cluster_free);
+  out.decisions.reserve(nodes.size());
+  for (const NodeState* node : nodes)
+    out.decisions.push_back(Decide(*node, pod, model.model.get(), with_reasons, scratch));
+  const std::vector<int> scores = Scores(out.decisions);
+  std::vector<size_t> best;
+  int best_score = -1;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!out.decisions[i].fits || scores[i] < best_score) continue;
+    if (scores[i] > best_score) best.clear();
+    best_score = scores[i];
+    best.push_back(i);
+  }
+  if (best.empty()) return out;
+  out.node = best[pick(best.size())];
+  if (!pod.AsksForGpu()) return out;
+  Result<Assignment> assignment = Assign(*nodes[out.node], pod, model.model.get());
+  if (!assignment.ok())
+    return Error{"node " + nodes[out.node]->name + " refused its own choice: " + assignment.message()};
+  out.assignment = std::move(*assignment);
+  return out;
+}
+
 }  // namespace mgpu

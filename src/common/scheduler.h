@@ -3,6 +3,8 @@
 // model (ModelPublisher, which publishes the model the decisions read on the extender's cadence), decide
 // every candidate node in one Place() pass (fit, cost, and why not: Decide), rank the fitting nodes as the
 // extender answers kube-scheduler (Scores), then choose cards and apply them on the chosen node (Assign).
+// ScheduleOne is that cycle whole, as the trace replay and mgpu-place run it; the extender runs its steps
+// across its filter, prioritize and bind requests, with kube-scheduler picking the node between them.
 // Plain structs in and out; no I/O, no clocks; the only lock is ModelPublisher's, because the extender's
 // request threads share one model.
 #pragma once
@@ -82,5 +84,24 @@ std::vector<int> Scores(const std::vector<NodeDecision>& decisions);
 // Chooses cards for `pod` on `node` (ChooseCards under `model`) and applies them: a simulated bind. On error
 // `node` is unchanged.
 Result<Assignment> Assign(NodeState& node, const PodRequest& pod, const WorkloadModel* model);
+
+// Where ScheduleOne put a pod.
+struct Scheduled {
+  static constexpr size_t kNowhere = SIZE_MAX;
+  size_t node = kNowhere;               // index into the candidates; kNowhere when the pod fits none
+  Assignment assignment;                // the cards applied there (none for a pod asking no GPU)
+  std::vector<NodeDecision> decisions;  // parallel to the candidates
+};
+
+// One pod's whole cycle over `nodes` (the candidates, in the scheduler's order): learns `pod` into
+// `publisher` (`cluster_free` as Observe takes it), decides every node (with the reason a node does not fit
+// when `with_reasons`), scores the fitting ones (Scores), picks the best, and assigns the pod's cards there.
+// Equal top scores: `pick(n)` chooses among the n of them, in candidate order, and returns an index below n
+// (the first: kube-scheduler's own tie-break is random); it is called whenever some node fits. Fails only
+// when the chosen node refuses the cards Place() chose for it, which would be a bug.
+Result<Scheduled> ScheduleOne(const std::vector<NodeState*>& nodes, const PodRequest& pod,
+                              ModelPublisher& publisher,
+                              const std::function<FreeCoreByProduct()>& cluster_free, bool with_reasons,
+                              const std::function<size_t(size_t)>& pick, Placement& scratch);
 
 }  // namespace mgpu

@@ -164,5 +164,77 @@ TEST(ClusterFreeCore, SumsTheFreeCoreOfEveryNodePerProduct) {
   EXPECT_EQ(free.at("NVIDIA-A10"), 170);
 }
 
+// One pod's whole cycle: the best-scored node takes the pod and its cards; the others keep nothing.
+TEST(ScheduleOne, AssignsTheBestNodeAndLeavesTheOthers) {
+  NodeState emptier = Node("emptier", 1, 24576), fuller = Node("fuller", 1, 24576);
+  PodRequest binpack = Ask("first", 40);
+  binpack.card_policy = CardPolicy::kBinpack;
+  binpack.node_policy = NodePolicy::kBinpack;
+  ASSERT_TRUE(Assign(fuller, binpack, nullptr).ok());
+  ModelPublisher publisher;
+  Placement scratch;
+  int picks = 0;
+  PodRequest pod = binpack;
+  pod.uid = "second";
+  const Result<Scheduled> s = ScheduleOne(
+      {&emptier, &fuller}, pod, publisher, {}, /*with_reasons=*/false,
+      [&](size_t n) {
+        ++picks;
+        EXPECT_EQ(n, 1u);  // no tie
+        return size_t{0};
+      },
+      scratch);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(picks, 1);
+  EXPECT_EQ(s->node, 1u);  // binpack: the fuller node
+  ASSERT_EQ(s->decisions.size(), 2u);
+  EXPECT_TRUE(s->decisions[0].fits && s->decisions[1].fits);
+  ASSERT_EQ(s->assignment.containers.size(), 1u);
+  EXPECT_EQ(fuller.cards[0].usage.core, 80);
+  EXPECT_EQ(emptier.cards[0].usage.core, 0);
+  EXPECT_FALSE(publisher.Current().model->Empty()) << "the pod is learned";
+}
+
+TEST(ScheduleOne, TiesGoToThePickAndNothingFittingLeavesEveryNodeAsItWas) {
+  // Costs differ by node name below any other difference: two alike nodes of one name tie.
+  NodeState a = Node("a", 1, 24576), b = Node("a", 1, 24576);
+  ModelPublisher publisher;
+  Placement scratch;
+  PodRequest pod = Ask("p", 60);
+  pod.card_policy = CardPolicy::kBinpack;
+  pod.node_policy = NodePolicy::kSpread;
+  size_t offered = 0;
+  const Result<Scheduled> tie = ScheduleOne(
+      {&a, &b}, pod, publisher, {}, false,
+      [&](size_t n) {
+        offered = n;
+        return n - 1;
+      },
+      scratch);
+  ASSERT_TRUE(tie.ok());
+  EXPECT_EQ(offered, 2u);
+  EXPECT_EQ(tie->node, 1u);
+  EXPECT_EQ(b.cards[0].usage.core, 60);
+
+  const Result<Scheduled> none = ScheduleOne(
+      {&b}, Ask("q", 60), publisher, {}, /*with_reasons=*/true,
+      [](size_t) -> size_t {
+        ADD_FAILURE() << "nothing fits: no pick";
+        return 0;
+      },
+      scratch);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->node, Scheduled::kNowhere);
+  ASSERT_EQ(none->decisions.size(), 1u);
+  EXPECT_FALSE(none->decisions[0].reason.empty());
+  EXPECT_EQ(b.cards[0].usage.core, 60);
+
+  const Result<Scheduled> cpu_only = ScheduleOne(
+      {&b}, PodRequest{}, publisher, {}, false, [](size_t) { return size_t{0}; }, scratch);
+  ASSERT_TRUE(cpu_only.ok());
+  EXPECT_EQ(cpu_only->node, 0u);  // a pod asking no GPU fits, and gets no cards
+  EXPECT_TRUE(cpu_only->assignment.containers.empty());
+}
+
 }  // namespace
 }  // namespace mgpu

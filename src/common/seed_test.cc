@@ -1,4 +1,4 @@
-// The seed scenarios of ../shared/fixtures/seed-scenarios, under resourceDomain vke.volcengine.com.
+// The seed scenarios of tests/fixtures/seed-scenarios, under resourceDomain vke.volcengine.com.
 #include <gtest/gtest.h>
 
 #include "common/allocator.h"
@@ -8,7 +8,7 @@
 namespace mgpu {
 namespace {
 
-const std::string kSeeds = std::string(MGPU_SHARED_DIR) + "/fixtures/seed-scenarios/";
+const std::string kSeeds = std::string(MGPU_FIXTURES_DIR) + "/seed-scenarios/";
 
 Config Volcengine() {
   Config c;
@@ -98,7 +98,7 @@ TEST(Seeds, KeptSchedulingFieldsReadTheSame) {
   for (const char* file : {"online-offline.yaml", "emr-style.yaml", "bad-requests.yaml"})
     for (const ManifestPod& m : Load(file)) pods.push_back(m.pod);
   pods.push_back(nlohmann::json::parse(
-      test::ReadFile(std::string(MGPU_SHARED_DIR) + "/fixtures/kube-scheduler/v1.32/cache-filter-001.json"))["Pod"]);
+      test::ReadFile(std::string(MGPU_FIXTURES_DIR) + "/kube-scheduler/v1.32/cache-filter-001.json"))["Pod"]);
   ASSERT_GT(pods.size(), 5u);
   for (nlohmann::json pod : pods) {
     pod["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = pod.dump();

@@ -10,6 +10,8 @@
 #include "common/codec.h"
 #include "common/config.h"
 #include "common/model.h"
+#include "common/node_facts.h"
+#include "common/pod_facts.h"
 
 namespace mgpu::testobj {
 
@@ -58,5 +60,9 @@ inline nlohmann::json Placed(nlohmann::json pod, const std::string& node, const 
     pod["metadata"]["annotations"][Config().Names().gpu_assume_time] = EncodeAssumeTime(assume_ns);
   return pod;
 }
+
+// The facts a cache of cards takes, read as an informer's edge reads them (default config, no workload).
+inline PodFacts PodOf(const nlohmann::json& pod) { return ReadPod(pod, Config()); }
+inline NodeFacts NodeOf(const nlohmann::json& node) { return ReadNode(node, Config()); }
 
 }  // namespace mgpu::testobj

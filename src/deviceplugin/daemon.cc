@@ -39,9 +39,10 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   state_ = std::make_unique<DeviceState>(cards);
   health_ = std::make_unique<HealthWatcher>(*backend_, *state_);
   pod_resources_ = std::make_unique<PodResourcesPoller>(
-      config_, [this](const AllocatedPods& allocated) { pods_->Reconcile(allocated); });
-  pods_ = std::make_unique<PodTracker>(config_, node_, *client_, *pod_resources_);
-  plugin_ = std::make_unique<DevicePlugin>(config_, *state_, pods_.get());
+      config_, [this](const AllocatedPods&) { pods_->AnswerPublished(); });
+  hand_off_ = std::make_unique<HandOff>([this] { return pod_resources_->RequestsStarted(); });
+  pods_ = std::make_unique<PodTracker>(config_, node_, *client_, *pod_resources_, *hand_off_);
+  plugin_ = std::make_unique<DevicePlugin>(config_, *state_, *hand_off_, pods_.get());
   publisher_ = std::make_unique<NodePublisher>(config_, node_, *client_, *state_, kVersion);
 
   pods_->Start();

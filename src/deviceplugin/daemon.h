@@ -1,8 +1,9 @@
 // One node's mgpu-device-plugin wired together: the GPU backend and its health watcher, the three resource
-// servers registered with the kubelet, the PodResources poller, the pod tracker (the hand-off of DESIGN §5
-// and D/gpu-allocated), the node publisher (§7) and /metrics. main.cc and the tests start one of these.
-// Nothing here is process-global: several daemons run side by side in one process (one per simulated
-// node), each with its own devicePluginDir, podResourcesSocket, backend and metricsAddress.
+// servers registered with the kubelet, the PodResources poller, what the servers handed out (hand_off.h),
+// the pod tracker (the hand-off of DESIGN §5 and D/gpu-allocated), the node publisher (§7) and /metrics.
+// main.cc and the tests start one of these. Nothing here is process-global: several daemons run side by side
+// in one process (one per simulated node), each with its own devicePluginDir, podResourcesSocket, backend and
+// metricsAddress.
 #pragma once
 
 #include <memory>
@@ -15,6 +16,7 @@
 #include "common/result.h"
 #include "deviceplugin/device_state.h"
 #include "deviceplugin/gpu_backend.h"
+#include "deviceplugin/hand_off.h"
 #include "deviceplugin/health.h"
 #include "deviceplugin/metrics.h"
 #include "deviceplugin/node_publisher.h"
@@ -58,6 +60,7 @@ class Daemon {
   std::unique_ptr<DeviceState> state_;
   std::unique_ptr<HealthWatcher> health_;
   std::unique_ptr<PodResourcesPoller> pod_resources_;
+  std::unique_ptr<HandOff> hand_off_;
   std::unique_ptr<PodTracker> pods_;
   std::unique_ptr<DevicePlugin> plugin_;
   std::unique_ptr<NodePublisher> publisher_;

@@ -2,11 +2,6 @@
 
 namespace mgpu::dp {
 
-namespace {
-// How long an Allocate hints where the same container's next resource goes.
-constexpr auto kJustAllocatedWindow = std::chrono::seconds(10);
-}  // namespace
-
 DeviceState::DeviceState(std::vector<Card> cards) : cards_(std::move(cards)) {}
 
 std::vector<Card> DeviceState::Cards() const {
@@ -46,24 +41,6 @@ std::pair<uint64_t, std::vector<Card>> DeviceState::WaitForChange(uint64_t seen,
 void DeviceState::Wake() const {
   std::lock_guard lock(mu_);
   changed_.notify_all();
-}
-
-std::vector<std::string> DeviceState::TakeJustAllocated(Resource resource, Clock::time_point now) {
-  std::lock_guard lock(mu_);
-  if (!recent_ || recent_->resource == resource || now - recent_->at > kJustAllocatedWindow) return {};
-  recent_->used_by = resource;
-  return recent_->cards;
-}
-
-bool DeviceState::RecordAllocation(Resource resource, std::vector<std::string> cards, Clock::time_point now) {
-  std::lock_guard lock(mu_);
-  if (recent_ && recent_->used_by == resource) {
-    const bool same = recent_->cards == cards;
-    recent_.reset();
-    return same;
-  }
-  recent_ = Recent{resource, std::move(cards), now, std::nullopt};
-  return true;
 }
 
 }  // namespace mgpu::dp

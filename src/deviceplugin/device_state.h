@@ -1,7 +1,6 @@
 // The node's cards and their health, shared by the three resource servers, the health watcher and metrics.
 // One mutex; readers take snapshots. Every health change bumps a generation that ListAndWatch streams wait
-// on. It also remembers the cards of the latest Allocate, so the next resource of the same container can be
-// placed beside it (the kubelet admits a container's resources one after another).
+// on. (What the servers handed the kubelet is hand_off.h's.)
 #pragma once
 
 #include <chrono>
@@ -20,8 +19,6 @@ namespace mgpu::dp {
 
 class DeviceState {
  public:
-  using Clock = std::chrono::steady_clock;
-
   explicit DeviceState(std::vector<Card> cards);
 
   std::vector<Card> Cards() const;
@@ -36,26 +33,11 @@ class DeviceState {
                                                        const std::function<bool()>& stop) const;
   void Wake() const;
 
-  // The cards of the latest Allocate when it was for another resource than `resource` and recent; marks it
-  // used by `resource`.
-  std::vector<std::string> TakeJustAllocated(Resource resource, Clock::time_point now);
-  // Remembers an Allocate; one that completes a pair begun by the remembered one clears it instead, and
-  // returns false when the pair's cards differ (the container's resources likely landed on different cards).
-  bool RecordAllocation(Resource resource, std::vector<std::string> cards, Clock::time_point now);
-
  private:
-  struct Recent {
-    Resource resource;
-    std::vector<std::string> cards;
-    Clock::time_point at;
-    std::optional<Resource> used_by;
-  };
-
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
   std::vector<Card> cards_;
   uint64_t generation_ = 0;
-  std::optional<Recent> recent_;
 };
 
 }  // namespace mgpu::dp

@@ -9,7 +9,6 @@ namespace mgpu::dp {
 namespace {
 
 using namespace std::chrono_literals;
-using Strings = std::vector<std::string>;
 
 constexpr auto kLong = std::chrono::milliseconds(std::chrono::minutes(5));  // bounds a failure only
 
@@ -64,48 +63,6 @@ TEST(DeviceStateTest, WakeEndsAWaitWhoseStopHolds) {
   state.Wake();
   waiter.join();
   EXPECT_EQ(generation, 0u);
-}
-
-TEST(DeviceStateTest, TheLatestAllocateHintsTheSameContainersOtherResource) {
-  DeviceState state = TwoCards();
-  const DeviceState::Clock::time_point t0{};
-  EXPECT_TRUE(state.TakeJustAllocated(Resource::kMemory, t0).empty());  // nothing allocated yet
-
-  EXPECT_TRUE(state.RecordAllocation(Resource::kCore, {"GPU-b"}, t0));
-  EXPECT_TRUE(
-      state.TakeJustAllocated(Resource::kCore, t0 + 1s).empty());  // the same resource: another container
-  EXPECT_EQ(state.TakeJustAllocated(Resource::kMemory, t0 + 1s), Strings{"GPU-b"});
-}
-
-TEST(DeviceStateTest, TheHintLastsTenSeconds) {
-  DeviceState state = TwoCards();
-  const DeviceState::Clock::time_point t0{};
-  state.RecordAllocation(Resource::kCore, {"GPU-a"}, t0);
-  EXPECT_EQ(state.TakeJustAllocated(Resource::kMemory, t0 + 10s), Strings{"GPU-a"});
-  EXPECT_TRUE(state.TakeJustAllocated(Resource::kMemory, t0 + 10s + 1ms).empty());
-}
-
-TEST(DeviceStateTest, TheAllocateCompletingAPairClearsTheHintAndSaysWhetherTheCardsAgree) {
-  DeviceState state = TwoCards();
-  const DeviceState::Clock::time_point t0{};
-  state.RecordAllocation(Resource::kCore, {"GPU-a"}, t0);
-  ASSERT_FALSE(state.TakeJustAllocated(Resource::kMemory, t0).empty());
-  EXPECT_TRUE(state.RecordAllocation(Resource::kMemory, {"GPU-a"}, t0));
-  EXPECT_TRUE(state.TakeJustAllocated(Resource::kMemory, t0).empty());  // the pair is complete
-  EXPECT_TRUE(state.TakeJustAllocated(Resource::kCore, t0).empty());
-
-  state.RecordAllocation(Resource::kCore, {"GPU-a"}, t0);
-  ASSERT_FALSE(state.TakeJustAllocated(Resource::kMemory, t0).empty());
-  EXPECT_FALSE(state.RecordAllocation(Resource::kMemory, {"GPU-b"}, t0));  // split over two cards
-  EXPECT_TRUE(state.TakeJustAllocated(Resource::kMemory, t0).empty());
-}
-
-TEST(DeviceStateTest, AnAllocateNobodyWasHintedStartsANewHint) {
-  DeviceState state = TwoCards();
-  const DeviceState::Clock::time_point t0{};
-  state.RecordAllocation(Resource::kCore, {"GPU-a"}, t0);
-  EXPECT_TRUE(state.RecordAllocation(Resource::kCore, {"GPU-b"}, t0 + 1s));  // the next container
-  EXPECT_EQ(state.TakeJustAllocated(Resource::kMemory, t0 + 1s), Strings{"GPU-b"});
 }
 
 }  // namespace

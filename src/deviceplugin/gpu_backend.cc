@@ -1,8 +1,5 @@
 #include "deviceplugin/gpu_backend.h"
 
-#include "deviceplugin/nvml_backend.h"
-#include "deviceplugin/static_backend.h"
-
 namespace mgpu::dp {
 
 bool IsCriticalXid(uint64_t xid) {
@@ -17,17 +14,6 @@ bool IsCriticalXid(uint64_t xid) {
     default:
       return true;
   }
-}
-
-Result<std::unique_ptr<GpuBackend>> MakeBackend(const DevicePluginConfig& config) {
-  if (config.gpu_backend == "static") {
-    auto b = StaticBackend::Load(config.static_inventory_file);
-    if (!b.ok()) return b.error();
-    return std::unique_ptr<GpuBackend>(std::move(*b));
-  }
-  auto b = NvmlBackend::Open();
-  if (!b.ok()) return b.error();
-  return std::unique_ptr<GpuBackend>(std::move(*b));
 }
 
 }  // namespace mgpu::dp

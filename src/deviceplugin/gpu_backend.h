@@ -1,6 +1,6 @@
 // The hardware side of the plugin: finding the node's cards and hearing when one goes bad. NvmlBackend talks
-// to the driver; StaticBackend reads cards from YAML (tests, demos, clusters without NVML). Nothing above
-// this interface knows which one runs.
+// to the driver; StaticBackend reads cards from YAML (tests, demos, clusters without NVML); make_backend.h
+// picks one by config. Nothing above this interface knows which one runs.
 #pragma once
 
 #include <chrono>
@@ -39,8 +39,5 @@ class GpuBackend {
 
 // NVML XIDs that mark a card unhealthy: all but the application-caused 13, 31, 43, 45, 68, 109 (DESIGN §7).
 bool IsCriticalXid(uint64_t xid);
-
-// The backend devicePlugin.gpuBackend names (nvml or static).
-Result<std::unique_ptr<GpuBackend>> MakeBackend(const DevicePluginConfig& config);
 
 }  // namespace mgpu::dp

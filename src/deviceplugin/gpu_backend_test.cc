@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "deviceplugin/make_backend.h"
 #include "deviceplugin/nvml_backend.h"
 #include "deviceplugin/static_backend.h"
 

@@ -20,7 +20,7 @@
 #include "common/daemon.h"
 #include "common/kube/kubeconfig.h"
 #include "deviceplugin/daemon.h"
-#include "deviceplugin/gpu_backend.h"
+#include "deviceplugin/make_backend.h"
 #include "dra/daemon.h"
 
 int main(int argc, char** argv) {

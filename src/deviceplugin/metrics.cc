@@ -32,13 +32,21 @@ void RenderGuard(const MetricsSnapshot& s, std::ostringstream& out) {
       out << "mgpu_guard_card_utilization_percent{" << card_labels(g.uuid) << "} " << g.state.util_percent
           << '\n';
   }
-  const auto per_container = [&](const char* name, const char* type, const char* help, auto field) {
+  const auto policy_name = [](guard::SharePolicy p) {
+    return p == guard::SharePolicy::kFixedShare             ? "fixed-share"
+           : p == guard::SharePolicy::kGuaranteedBurstShare ? "guaranteed-burst-share"
+                                                            : "native-burst-share";
+  };
+  // `with_policy`: the container's compute policy is a label too.
+  const auto per_container = [&](const char* name, const char* type, const char* help, auto field,
+                                 bool with_policy = false) {
     family(name, type, help);
     for (const GuardCardState& g : s.guard) {
       for (const guard::ContainerSnapshot& c : g.state.containers) {
         out << name << '{' << card_labels(g.uuid) << ",container=\"" << EscapeLabelValue(c.token)
-            << "\",qos=\"" << (c.qos == guard::QosLevel::kOffline ? "offline" : "online") << "\"} "
-            << field(c) << '\n';
+            << "\",qos=\"" << (c.qos == guard::QosLevel::kOffline ? "offline" : "online") << '"';
+        if (with_policy) out << ",policy=\"" << policy_name(c.policy) << '"';
+        out << "} " << field(c) << '\n';
       }
     }
   };
@@ -64,6 +72,28 @@ void RenderGuard(const MetricsSnapshot& s, std::ostringstream& out) {
   per_container("mgpu_guard_container_offline_held_back_seconds_total", "counter",
                 "Time offline kernel launches spent held back.",
                 [](const C& c) { return static_cast<double>(c.held_ns) / 1e9; });
+  // What the guard enforces on each container.
+  per_container(
+      "mgpu_guard_container_compute_share_percent", "gauge",
+      "The container's compute share (MGPU_CORE_PERCENT, or MGPU_RECLAIMED_CORE_PERCENT offline); 0: none.",
+      [](const C& c) { return c.share_percent; }, true);
+  per_container("mgpu_guard_container_compute_share_enforced", "gauge",
+                "1 when the guard holds the container's launches to its share (a policy that promises one, "
+                "or offline, with a percent set, and its use measurable through NVML), else 0.",
+                [](const C& c) {
+                  const bool held =
+                      c.share_percent > 0 && (c.qos == guard::QosLevel::kOffline ||
+                                              c.policy != guard::SharePolicy::kNativeBurstShare);
+                  return held && c.share_measured ? 1 : 0;
+                });
+  per_container("mgpu_guard_container_compute_budget_seconds", "gauge",
+                "The container's compute budget, in seconds of the whole card (negative: a debt its launches "
+                "wait out).",
+                [](const C& c) { return static_cast<double>(c.credit) / 1e8; });
+  per_container("mgpu_guard_container_offline_release_seconds", "gauge",
+                "How long online work must be idle before the container's offline launches go (0: online, or "
+                "not known).",
+                [](const C& c) { return static_cast<double>(c.release_ns) / 1e9; });
 }
 
 }  // namespace

@@ -9,9 +9,10 @@
 
 #include "common/config.h"
 #include "common/http_server.h"
+#include "common/model.h"
 #include "common/result.h"
-#include "deviceplugin/plugin.h"
-#include "deviceplugin/pod_resources.h"
+#include "deviceplugin/allocated_pods.h"
+#include "deviceplugin/call_counts.h"
 #include "guard/state.h"
 
 namespace mgpu::dp {
@@ -35,7 +36,8 @@ struct MetricsSnapshot {
 // Per card: health, capacity, allocated core / reclaimed core / memory; per pod: GPU share
 // (sum over its cards of max(core/100, memory/card memory)); per resource: kubelet calls served; with the
 // mgpu backend, per card and per guarded container (its MGPU_CONTAINER_TOKEN): memory used and cap, kernel
-// launches, launches throttled to the compute share, offline launches held back and the time they waited.
+// launches, launches throttled to the compute share, offline launches held back and the time they waited,
+// and what the guard enforces (the share and policy, whether the share is held, the budget, the release).
 std::string RenderMetrics(const MetricsSnapshot& snapshot);
 
 // Reads the guard state file of every card under `state_directory` (isolation.guardStateDirectory).

@@ -5,6 +5,10 @@
 
 #include <atomic>
 
+#include "deviceplugin/devices.h"
+#include "deviceplugin/pod_resources.h"
+#include "kubelet/podresources/v1/api.pb.h"
+
 namespace mgpu::dp {
 namespace {
 
@@ -97,6 +101,47 @@ TEST(Metrics, RendersTheGuardStateOfEachCard) {
             std::string::npos);
   EXPECT_NE(text.find("# TYPE mgpu_guard_container_launches_total counter\n"), std::string::npos);
   EXPECT_EQ(RenderMetrics(MetricsSnapshot{"n", {}, {}, {}, {}}).find("mgpu_guard"), std::string::npos);
+}
+
+TEST(Metrics, RendersWhatTheGuardEnforcesOnEachContainer) {
+  MetricsSnapshot s{"node-1", {{0, "GPU-a", "A10", 16384, true}}, {}, {}, {}};
+  guard::ContainerSnapshot fixed;
+  fixed.token = "fixed";
+  fixed.share_percent = 30;
+  fixed.credit = -25'000'000;  // a quarter second of the card owed
+  guard::ContainerSnapshot native = fixed;
+  native.token = "native";
+  native.policy = guard::SharePolicy::kNativeBurstShare;
+  guard::ContainerSnapshot blind = fixed;
+  blind.token = "blind";
+  blind.share_measured = false;  // no NVML in its processes
+  guard::ContainerSnapshot offline;
+  offline.token = "offline";
+  offline.qos = guard::QosLevel::kOffline;
+  offline.policy = guard::SharePolicy::kNativeBurstShare;
+  offline.share_percent = 40;
+  offline.release_ns = 10'000'000;
+  s.guard = {{"GPU-a", true, {"GPU-a", 80, {fixed, native, blind, offline}}}};
+  const std::string text = RenderMetrics(s);
+  const std::string a = "{node=\"node-1\",card=\"0\",uuid=\"GPU-a\",container=";
+  EXPECT_NE(text.find("mgpu_guard_container_compute_share_percent" + a +
+                      "\"fixed\",qos=\"online\",policy=\"fixed-share\"} 30\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("mgpu_guard_container_compute_share_enforced" + a + "\"fixed\",qos=\"online\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("mgpu_guard_container_compute_share_enforced" + a + "\"native\",qos=\"online\"} 0\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("mgpu_guard_container_compute_share_enforced" + a + "\"blind\",qos=\"online\"} 0\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("mgpu_guard_container_compute_share_enforced" + a + "\"offline\",qos=\"offline\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(
+      text.find("mgpu_guard_container_compute_budget_seconds" + a + "\"fixed\",qos=\"online\"} -0.25\n"),
+      std::string::npos);
+  EXPECT_NE(
+      text.find("mgpu_guard_container_offline_release_seconds" + a + "\"offline\",qos=\"offline\"} 0.01\n"),
+      std::string::npos);
 }
 
 TEST(MetricsServer, ServesMetricsAndHealthz) {

@@ -5,28 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common/codec.h"
-#include "common/kube/client.h"
-#include "common/pod_facts.h"
-#include "common/request.h"
 
 namespace mgpu::dp {
 namespace {
 
 using nlohmann::json;
-
-// Containers with a containerID, or running or terminated: the kubelet admitted them long ago.
-std::set<std::string> StartedContainers(const json& pod) {
-  std::set<std::string> out;
-  for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
-    const json* statuses = kube::FindPath(pod, {"status", list});
-    if (!statuses || !statuses->is_array()) continue;
-    for (const json& s : *statuses) {
-      const bool ran = kube::FindPath(s, {"state", "running"}) || kube::FindPath(s, {"state", "terminated"});
-      if (!kube::StringAt(s, {"containerID"}).empty() || ran) out.insert(kube::StringAt(s, {"name"}));
-    }
-  }
-  return out;
-}
 
 // The container holds some device of `resource` in the kubelet's answer.
 bool Holds(const Assignment* pod, const std::string& container, Resource resource, const Config& config) {
@@ -49,26 +32,28 @@ int64_t AssignedDevices(const ContainerAssignment& c, Resource resource, const C
 
 }  // namespace
 
-NodePod ReadNodePod(const json& pod, const Config& config, const Annotations& workload) {
-  PodFacts facts = ReadPodFacts(pod, config);
+NodePod NodePodOf(PodFacts facts) {
   NodePod out;
   out.key = std::move(facts.key);
   out.uid = std::move(facts.uid);
   out.resource_version = std::move(facts.resource_version);
   out.active = !facts.finished && !facts.deleting;
-  out.started = StartedContainers(pod);
-  Result<PodRequest> request = ParsePodRequest(pod, config, workload);
-  if (request.ok()) {
-    out.containers = std::move(request->containers);
-    out.shape = std::move(*request);
+  out.started = std::move(facts.started);
+  if (facts.request.ok()) {
+    out.containers = std::move(facts.request->containers);
+    out.shape = std::move(*facts.request);
   } else {
-    out.problems.push_back(request.message());
+    out.problems.push_back(facts.request.message());
   }
   out.assignment = std::move(facts.assignment);
   out.allocated = std::move(facts.allocated);
   out.assume_time_ns = facts.assume_time_ns;
   out.problems.insert(out.problems.end(), facts.problems.begin(), facts.problems.end());
   return out;
+}
+
+NodePod ReadNodePod(const json& pod, const Config& config, const Annotations& workload) {
+  return NodePodOf(ReadPod(pod, config, workload));
 }
 
 Pending FindPending(const std::vector<NodePod>& pods, Resource resource, int64_t size,

@@ -16,10 +16,11 @@
 #include "common/config.h"
 #include "common/lookalike.h"
 #include "common/model.h"
+#include "common/pod_facts.h"
 #include "common/request.h"
+#include "deviceplugin/allocated_pods.h"
 #include "deviceplugin/allocation.h"
 #include "deviceplugin/devices.h"
-#include "deviceplugin/pod_resources.h"
 
 namespace mgpu::dp {
 
@@ -39,7 +40,9 @@ struct NodePod {
   std::vector<std::string> problems{};     // annotations or requests that could not be read, one each
 };
 
-// `workload`: the annotations of the pod's controlling workload (kube::WorkloadResolver), read by the caller.
+// The plugin's view of a pod read at the edge (common/pod_facts.h).
+NodePod NodePodOf(PodFacts pod);
+// NodePodOf(ReadPod(pod, config, workload)); `workload`: the annotations of the pod's controlling workload.
 NodePod ReadNodePod(const nlohmann::json& pod, const Config& config, const Annotations& workload = {});
 
 // A resource this plugin handed to a container that the kubelet's PodResources may not show yet: the

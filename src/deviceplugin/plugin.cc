@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <optional>
 
@@ -27,8 +26,6 @@ constexpr auto kRegisterTimeout = std::chrono::seconds(10);
 // creates kubelet.sock a moment before it listens on it.
 constexpr auto kFirstRegisterRetry = std::chrono::milliseconds(100);
 constexpr auto kMaxRegisterRetry = std::chrono::milliseconds(5000);
-// Preferences remembered per resource until their Allocate (the kubelet admits one container at a time).
-constexpr size_t kMaxMatches = 64;
 // How often a ListAndWatch stream notices its kubelet has gone.
 constexpr auto kStreamCheck = std::chrono::milliseconds(500);
 constexpr auto kShutdownGrace = std::chrono::seconds(2);
@@ -58,11 +55,13 @@ std::vector<std::string> Uuids(const std::vector<Card>& cards) {
 
 class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
  public:
-  Service(Resource resource, const Config& config, DeviceState& state, PendingPods* pods, Counters& counts)
+  Service(Resource resource, const Config& config, DeviceState& state, HandOff& hand_off, PendingPods* pods,
+          Counters& counts)
       : resource_(resource),
         name_(FullName(resource, config.Names())),
         config_(config),
         state_(state),
+        hand_off_(hand_off),
         pods_(pods),
         counts_(counts) {}
 
@@ -107,7 +106,7 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
       r.must_include.assign(c.must_include_deviceids().begin(), c.must_include_deviceids().end());
       r.size = c.allocation_size();
       const auto candidates = pods_ ? pods_->Candidates(resource_, r.size) : std::vector<PendingContainer>();
-      const auto just = state_.TakeJustAllocated(resource_, DeviceState::Clock::now());
+      const auto just = hand_off_.JustAllocated(resource_, HandOff::Clock::now());
       auto preference = ChoosePreferred(resource_, r, candidates, just, cards, config_);
       if (!preference.ok()) {
         counts_.preferred_errors++;
@@ -125,7 +124,7 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
         counts_.preferred_matched++;
         for (const PendingContainer& candidate : candidates) {
           if (candidate.pod != preference->pod || candidate.container != preference->container) continue;
-          RememberMatch(preference->device_ids, candidate);
+          hand_off_.Matched(resource_, preference->device_ids, candidate);
           whom = Whom(candidate);
         }
       }
@@ -143,9 +142,9 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
     for (const auto& c : request->container_requests()) {
       counts_.allocate++;
       const std::vector<std::string> ids(c.devices_ids().begin(), c.devices_ids().end());
-      const std::optional<PendingContainer> matched = TakeMatch(ids);
       auto allocation = ReadAllocation(resource_, ids, cards, config_);
       if (!allocation.ok()) {
+        const std::optional<PendingContainer> matched = hand_off_.Refused(resource_, ids);
         counts_.allocate_errors++;
         spdlog::error("resource={} {} Allocate refused: {}", name_,
                       matched ? Whom(*matched) : "pod=(unknown)", allocation.message());
@@ -155,7 +154,9 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
         }
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, allocation.message());
       }
-      if (pods_ && matched) pods_->Allocated(resource_, *matched);
+      const auto uuids = Uuids(allocation->cards);
+      const HandOffLedger::Allocation handed =
+          hand_off_.Allocated(resource_, ids, uuids, HandOff::Clock::now());
       const auto env = BuildEnvironment(*allocation, config_.isolation, config_.default_compute_policy);
       auto* out = response->add_container_responses();
       for (const auto& [k, v] : env.envs) (*out->mutable_envs())[k] = v;
@@ -165,10 +166,9 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
         mount->set_host_path(m.host_path);
         mount->set_read_only(m.read_only);
       }
-      const auto uuids = Uuids(allocation->cards);
       std::string joined;
       for (const auto& u : uuids) joined += (joined.empty() ? "" : ",") + u;
-      if (!state_.RecordAllocation(resource_, uuids, DeviceState::Clock::now())) {
+      if (handed.split) {
         // Only a pod admitted without the extender gets here: its first resource was placed not knowing
         // the size of the second.
         counts_.split++;
@@ -178,7 +178,7 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
             name_, joined);
       }
       spdlog::info("resource={} {} card={} amount_per_card={} allocated", name_,
-                   matched ? Whom(*matched) : "pod=(unknown)", joined, allocation->per_card);
+                   handed.matched ? Whom(*handed.matched) : "pod=(unknown)", joined, allocation->per_card);
     }
     return grpc::Status::OK;
   }
@@ -189,45 +189,18 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
   }
 
  private:
-  // A preference answered from a pending container, until the kubelet's Allocate takes its IDs.
-  struct Match {
-    std::vector<std::string> ids;  // sorted
-    PendingContainer container;
-  };
-
-  void RememberMatch(std::vector<std::string> ids, const PendingContainer& container) {
-    std::sort(ids.begin(), ids.end());
-    std::lock_guard lock(matches_mu_);
-    matches_.push_back(Match{std::move(ids), container});
-    if (matches_.size() > kMaxMatches) matches_.pop_front();
-  }
-
-  std::optional<PendingContainer> TakeMatch(const std::vector<std::string>& ids) {
-    std::vector<std::string_view> sorted(ids.begin(), ids.end());
-    std::sort(sorted.begin(), sorted.end());
-    std::lock_guard lock(matches_mu_);
-    for (auto it = matches_.rbegin(); it != matches_.rend(); ++it) {
-      if (!std::equal(it->ids.begin(), it->ids.end(), sorted.begin(), sorted.end())) continue;
-      PendingContainer out = std::move(it->container);
-      matches_.erase(std::next(it).base());
-      return out;
-    }
-    return std::nullopt;
-  }
-
   const Resource resource_;
   const std::string name_;
   const Config& config_;
   DeviceState& state_;
+  HandOff& hand_off_;
   PendingPods* const pods_;
   Counters& counts_;
   std::atomic<bool> stopping_{false};
-  std::mutex matches_mu_;
-  std::deque<Match> matches_;
 };
 
-DevicePlugin::DevicePlugin(Config config, DeviceState& state, PendingPods* pods)
-    : config_(std::move(config)), state_(state), pods_(pods) {}
+DevicePlugin::DevicePlugin(Config config, DeviceState& state, HandOff& hand_off, PendingPods* pods)
+    : config_(std::move(config)), state_(state), hand_off_(hand_off), pods_(pods) {}
 
 DevicePlugin::~DevicePlugin() { Stop(); }
 
@@ -285,7 +258,7 @@ Status DevicePlugin::StartServers() {
     const std::string path = SocketPath(r);
     std::error_code ec;
     std::filesystem::remove(path, ec);  // a stale socket from an earlier run blocks bind
-    auto service = std::make_unique<Service>(r, config_, state_, pods_, counts_[Slot(r)]);
+    auto service = std::make_unique<Service>(r, config_, state_, hand_off_, pods_, counts_[Slot(r)]);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
     builder.RegisterService(service.get());

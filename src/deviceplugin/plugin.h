@@ -1,7 +1,8 @@
 // The kubelet-facing side (DESIGN §8): one gRPC server and socket per resource in the kubelet's
 // device-plugins folder, served before registering, and registered again whenever the kubelet recreates
-// kubelet.sock. The servers only translate between the wire and allocation.h / environment.h; they know
-// nothing of NVML.
+// kubelet.sock. The servers only translate between the wire and allocation.h / environment.h, keeping what
+// they handed the kubelet in the one HandOff (hand_off.h) and asking the API-server side for pending
+// containers through pending_pods.h; they know nothing of NVML, and nothing below them includes this.
 #pragma once
 
 #include <array>
@@ -15,7 +16,10 @@
 #include "common/config.h"
 #include "common/result.h"
 #include "deviceplugin/allocation.h"
+#include "deviceplugin/call_counts.h"
 #include "deviceplugin/device_state.h"
+#include "deviceplugin/hand_off.h"
+#include "deviceplugin/pending_pods.h"
 
 namespace grpc {
 class Server;
@@ -23,34 +27,11 @@ class Server;
 
 namespace mgpu::dp {
 
-// The API-server side of the hand-off (DESIGN §5) as the resource servers use it. Called from the gRPC
-// threads, concurrently.
-class PendingPods {
- public:
-  virtual ~PendingPods() = default;
-  // Containers bound to this node with an assignment that have not been allocated `resource` yet (step 2),
-  // for a kubelet asking `size` devices. May block for a bounded time while no pod here asks that many.
-  virtual std::vector<PendingContainer> Candidates(Resource resource, int64_t size) = 0;
-  // The kubelet's Allocate took the IDs that GetPreferredAllocation matched to `container`.
-  virtual void Allocated(Resource resource, const PendingContainer& container) = 0;
-  // A GetPreferredAllocation or Allocate was refused; `container` is the one it concerned, when known.
-  virtual void Refused(Resource resource, const PendingContainer* container, const std::string& message) = 0;
-};
-
-// Calls served per resource, for /metrics.
-struct CallCounts {
-  uint64_t preferred = 0;
-  uint64_t preferred_matched = 0;  // answered from a pending pod's assignment
-  uint64_t preferred_errors = 0;
-  uint64_t allocate = 0;
-  uint64_t allocate_errors = 0;
-  uint64_t split = 0;  // a container's second resource landed on other cards than its first
-};
-
 class DevicePlugin {
  public:
-  // `pods` may be null: then every preference comes from the shared allocator. It must outlive Stop().
-  DevicePlugin(Config config, DeviceState& state, PendingPods* pods = nullptr);
+  // `pods` may be null: then every preference comes from the shared allocator. It and `hand_off` must
+  // outlive Stop().
+  DevicePlugin(Config config, DeviceState& state, HandOff& hand_off, PendingPods* pods = nullptr);
   ~DevicePlugin();
   DevicePlugin(const DevicePlugin&) = delete;
   DevicePlugin& operator=(const DevicePlugin&) = delete;
@@ -82,6 +63,7 @@ class DevicePlugin {
 
   Config config_;
   DeviceState& state_;
+  HandOff& hand_off_;
   PendingPods* pods_;
   std::mutex servers_mu_;  // serialises starting and stopping the servers
   std::vector<std::unique_ptr<Service>> services_;

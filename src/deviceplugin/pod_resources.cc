@@ -5,6 +5,7 @@
 
 #include "deviceplugin/devices.h"
 #include "kubelet/podresources/v1/api.grpc.pb.h"
+#include "kubelet/podresources/v1/api.pb.h"
 
 namespace mgpu::dp {
 
@@ -43,22 +44,6 @@ AllocatedPods ReadAllocatedPods(const v1::ListPodResourcesResponse& response, co
       if (!ca.cards.empty()) assignment.containers.push_back(std::move(ca));
     }
     if (!assignment.containers.empty()) out[PodKey(pod.namespace_(), pod.name())] = std::move(assignment);
-  }
-  return out;
-}
-
-std::map<std::string, CardShare> UsageByCard(const AllocatedPods& pods) {
-  std::map<std::string, CardShare> out;
-  for (const auto& [pod, assignment] : pods) {
-    for (const auto& c : assignment.containers) {
-      for (const auto& s : c.cards) {
-        CardShare& total = out[s.uuid];
-        total.uuid = s.uuid;
-        total.core += s.core;
-        total.reclaimed_core += s.reclaimed_core;
-        total.memory_mib += s.memory_mib;
-      }
-    }
   }
   return out;
 }

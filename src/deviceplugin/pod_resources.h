@@ -1,5 +1,6 @@
-// What the kubelet really handed out (DESIGN §5 step 4), read from its PodResources API: per pod, the cards
-// and amounts each container holds, in the D/gpu-allocated shape. The poller keeps the latest answer.
+// What the kubelet really handed out (DESIGN §5 step 4), read from its PodResources API into AllocatedPods
+// (allocated_pods.h). The poller only asks and publishes its latest answer; what follows from an answer (the
+// writes of D/gpu-allocated) runs on its reader's own thread.
 #pragma once
 
 #include <atomic>
@@ -13,23 +14,22 @@
 #include "common/background.h"
 #include "common/config.h"
 #include "common/model.h"
-#include "kubelet/podresources/v1/api.pb.h"
+#include "deviceplugin/allocated_pods.h"
+
+namespace v1 {
+class ListPodResourcesResponse;  // kubelet/podresources/v1/api.proto
+}
 
 namespace mgpu::dp {
 
-// Pod key ("namespace/name") → the mgpu devices its containers hold. Containers and pods without mgpu
-// devices are left out; device IDs that are not mgpu's are skipped.
-using AllocatedPods = std::map<std::string, Assignment>;
-
+// Device IDs that are not mgpu's are skipped.
 AllocatedPods ReadAllocatedPods(const v1::ListPodResourcesResponse& response, const Config& config);
-
-// Sums the allocations per card.
-std::map<std::string, CardShare> UsageByCard(const AllocatedPods& pods);
 
 // Lists every devicePlugin.podResourcesPollMs (well inside the kubelet's rate limit) on one thread.
 class PodResourcesPoller {
  public:
-  // `on_answer` (may be empty) runs on the poller's thread after every answer.
+  // `on_answer` (may be empty) runs on the poller's thread after every answer: it must return at once (the
+  // daemon's tells the pod tracker, whose own thread acts on the answer).
   explicit PodResourcesPoller(const Config& config, std::function<void(const AllocatedPods&)> on_answer = {})
       : config_(config), on_answer_(std::move(on_answer)) {}
   ~PodResourcesPoller() { Stop(); }

@@ -57,12 +57,13 @@ kube::Json PodRef(const std::string& key, const std::string& uid) {
 }  // namespace
 
 PodTracker::PodTracker(const Config& config, std::string node, kube::Client& client,
-                       const PodResourcesPoller& pod_resources)
+                       const PodResourcesPoller& pod_resources, HandOff& hand_off)
     : config_(config),
       node_(std::move(node)),
       client_(client),
       workloads_(&client),
       pod_resources_(pod_resources),
+      hand_off_(hand_off),
       events_(client, kComponent) {}
 
 PodTracker::~PodTracker() { Stop(); }
@@ -77,6 +78,7 @@ void PodTracker::Start() {
                              [this](const kube::Json&, const kube::Json& pod) { Upsert(pod); },
                              [this](const kube::Json& pod) { Remove(pod); }});
   informer_->Start();
+  writer_.Start([this] { WriteAllocations(); });
 }
 
 void PodTracker::Stop() {
@@ -86,14 +88,38 @@ void PodTracker::Stop() {
     for (kube::CancelToken* token : relists_) token->Cancel();
   }
   changed_.notify_all();
+  writer_.Stop();
   if (informer_) informer_->Stop();
   events_.Stop();
+}
+
+void PodTracker::AnswerPublished() {
+  {
+    std::lock_guard lock(mu_);
+    ++answers_;
+  }
+  changed_.notify_all();
+}
+
+void PodTracker::WriteAllocations() {
+  uint64_t seen = 0;
+  std::unique_lock lock(mu_);
+  while (!writer_.stopping()) {
+    if (answers_ == seen) {
+      changed_.wait(lock, [&] { return writer_.stopping() || answers_ != seen; });
+      continue;
+    }
+    seen = answers_;
+    lock.unlock();
+    Reconcile(pod_resources_.Latest());
+    lock.lock();
+  }
 }
 
 bool PodTracker::Synced() const { return informer_ && informer_->HasSynced(); }
 
 void PodTracker::Upsert(const kube::Json& object) {
-  NodePod pod = ReadNodePod(object, config_, workloads_.Resolve(object));
+  NodePod pod = NodePodOf(workloads_.Read(object, config_));
   {
     std::lock_guard lock(mu_);
     auto& tracked = pods_[pod.key];
@@ -109,10 +135,10 @@ void PodTracker::Upsert(const kube::Json& object) {
 void PodTracker::Remove(const kube::Json& object) {
   const std::string key = PodKeyOf(object);
   const std::string uid = kube::MetadataString(object, "uid");
+  hand_off_.Forget(uid);
   std::lock_guard lock(mu_);
   pods_.erase(key);
   written_.erase(uid);
-  std::erase_if(handed_out_, [&](const auto& h) { return h.first.pod_uid == uid; });
 }
 
 std::vector<NodePod> PodTracker::PodsLocked() const {
@@ -125,18 +151,7 @@ std::vector<NodePod> PodTracker::PodsLocked() const {
 Pending PodTracker::FindLocked(const std::vector<NodePod>& pods, Resource resource, int64_t size) {
   uint64_t answered = 0;
   const AllocatedPods truth = pod_resources_.Latest(&answered);
-  HandedOutCards unsettled;
-  for (auto it = handed_out_.begin(); it != handed_out_.end();) {
-    // The first request started after the hand-out may race the kubelet's recording of it; the one after
-    // that starts a poll later, and its answer shows who really holds the cards.
-    if (answered > it->second.requests_before + 1) {
-      it = handed_out_.erase(it);
-    } else {
-      unsettled.emplace(it->first, it->second.cards);
-      ++it;
-    }
-  }
-  return FindPending(pods, resource, size, truth, unsettled, config_);
+  return FindPending(pods, resource, size, truth, hand_off_.Unsettled(answered), config_);
 }
 
 std::vector<PendingContainer> PodTracker::Candidates(Resource resource, int64_t size) {
@@ -198,16 +213,9 @@ std::optional<std::vector<NodePod>> PodTracker::Relist() {
   }
   std::vector<NodePod> out;
   if (auto items = list->find("items"); items != list->end() && items->is_array()) {
-    for (const kube::Json& item : *items) out.push_back(ReadNodePod(item, config_, workloads_.Resolve(item)));
+    for (const kube::Json& item : *items) out.push_back(NodePodOf(workloads_.Read(item, config_)));
   }
   return out;
-}
-
-void PodTracker::Allocated(Resource resource, const PendingContainer& container) {
-  const uint64_t requests = pod_resources_.RequestsStarted();
-  std::lock_guard lock(mu_);
-  handed_out_[HandedOut{container.pod_uid, container.container, resource}] =
-      HandOut{CardSetOf(ContainerAssignment{container.container, container.cards}), requests};
 }
 
 void PodTracker::Refused(Resource, const PendingContainer* container, const std::string& message) {

@@ -7,13 +7,13 @@
 //    kubelet's first PodResources answer, so that a restarted plugin offers no allocated container again.
 //  - Reconcile() writes D/gpu-allocated on a pod once the kubelet holds everything its GPU containers ask
 //    for, only when that differs from what the pod carries, and records a GPUAllocated Event per container.
+//    Its own thread runs it on the poller's latest answer after each AnswerPublished(), so the PodResources
+//    poller never waits for the API server.
 //  - Refusals become Warning Events on the pod, or on the node when the pod is unknown, queued: nothing
 //    under the kubelet's calls waits for the API server but the bounded re-list of Candidates().
-//  - A hand-out counts until a PodResources answer shows the truth (the kubelet may have admitted another
-//    member of the look-alike pool than the one the preference was matched to): an answer to a request
-//    started a whole poll after it. The kubelet records an allocation only once the plugin's reply has
-//    reached it, so a request started right after the hand-out may still not show it.
-//  - Thread-safe. Stop() interrupts waits and re-lists at once and stops the informer.
+//  - What the plugin handed out and the kubelet's answer may not show yet is the HandOff's (hand_off.h):
+//    Candidates() counts it, and a deleted pod's hand-outs are forgotten.
+//  - Thread-safe. Stop() interrupts waits and re-lists at once and stops the informer and the writer.
 #pragma once
 
 #include <condition_variable>
@@ -26,13 +26,15 @@
 #include <string>
 #include <vector>
 
+#include "common/background.h"
 #include "common/config.h"
 #include "common/kube/client.h"
 #include "common/kube/event_queue.h"
 #include "common/kube/informer.h"
 #include "common/kube/workload.h"
+#include "deviceplugin/hand_off.h"
 #include "deviceplugin/node_pods.h"
-#include "deviceplugin/plugin.h"
+#include "deviceplugin/pending_pods.h"
 #include "deviceplugin/pod_resources.h"
 
 namespace mgpu::dp {
@@ -44,7 +46,7 @@ inline constexpr size_t kMaxNodePods = 10000;
 class PodTracker final : public PendingPods {
  public:
   PodTracker(const Config& config, std::string node, kube::Client& client,
-             const PodResourcesPoller& pod_resources);
+             const PodResourcesPoller& pod_resources, HandOff& hand_off);
   ~PodTracker() override;
   PodTracker(const PodTracker&) = delete;
   PodTracker& operator=(const PodTracker&) = delete;
@@ -54,9 +56,10 @@ class PodTracker final : public PendingPods {
   bool Synced() const;
 
   std::vector<PendingContainer> Candidates(Resource resource, int64_t size) override;
-  void Allocated(Resource resource, const PendingContainer& container) override;
   void Refused(Resource resource, const PendingContainer* container, const std::string& message) override;
 
+  // The poller has a new answer: the writer thread reconciles it. Returns at once.
+  void AnswerPublished();
   // Step 4 for one PodResources answer.
   void Reconcile(const AllocatedPods& truth);
 
@@ -71,6 +74,7 @@ class PodTracker final : public PendingPods {
     std::string seen_version;  // the pod's resourceVersion when it was written
   };
 
+  void WriteAllocations();  // the writer thread
   void Upsert(const kube::Json& object);
   void Remove(const kube::Json& object);
   Pending FindLocked(const std::vector<NodePod>& pods, Resource resource, int64_t size);
@@ -85,21 +89,19 @@ class PodTracker final : public PendingPods {
   kube::Client& client_;
   kube::WorkloadResolver workloads_;  // read on the informer's thread and in Relist, never under mu_
   const PodResourcesPoller& pod_resources_;
+  HandOff& hand_off_;
   std::unique_ptr<kube::Informer> informer_;
 
   mutable std::mutex mu_;
   std::condition_variable changed_;  // a pod changed, or Stop
   bool stopping_ = false;
   uint64_t changes_ = 0;                 // pods the watch added or changed
+  uint64_t answers_ = 0;                 // PodResources answers published
   std::map<std::string, Tracked> pods_;  // by namespace/name
-  struct HandOut {
-    CardSet cards;
-    uint64_t requests_before = 0;  // PodResources requests started before the hand-out
-  };
-  std::map<HandedOut, HandOut> handed_out_;
   kube::EventQueue events_;
   std::map<std::string, Written> written_;  // by pod uid
   std::set<kube::CancelToken*> relists_;    // in flight, cancelled by Stop
+  BackgroundThread writer_{mu_, changed_};
 };
 
 }  // namespace mgpu::dp

@@ -82,8 +82,9 @@ std::string FilterSentence(const json& pod) {
   ClusterCache cache{Config()};
   Metrics metrics;
   Extender extender(cache, nullptr, nullptr, metrics);
-  cache.UpsertNode(testobj::Node("n1", 1));
-  Result<ExtenderArgs> args = ExtenderArgs::Parse(json{{"Pod", pod}, {"NodeNames", {"n1"}}}.dump());
+  cache.UpsertNode(testobj::NodeOf(testobj::Node("n1", 1)));
+  Result<ExtenderArgs> args =
+      ExtenderArgs::Parse(json{{"Pod", pod}, {"NodeNames", {"n1"}}}.dump(), extender.Reader());
   EXPECT_TRUE(args.ok());
   const FilterResult result = extender.Filter(*args);
   return result.unresolvable.count("n1") ? result.unresolvable.at("n1") : "";

@@ -44,8 +44,7 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   client_ = std::move(*client);
   workloads_ = std::make_unique<kube::WorkloadResolver>(client_.get());
   events_ = std::make_unique<kube::EventQueue>(*client_, "mgpu-scheduler-extender");
-  cache_ = std::make_unique<ClusterCache>(
-      config_, [this](const nlohmann::json& pod) { return workloads_->Resolve(pod); });
+  cache_ = std::make_unique<ClusterCache>(config_);
   if (config_.extender.leader_election) {
     elector_ = std::make_unique<LeaderElector>(*client_, config_.extender.lease_namespace,
                                                config_.extender.lease_name, Identity(),
@@ -55,22 +54,29 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   extender_ = std::make_unique<Extender>(
       *cache_, client_.get(), workloads_.get(), metrics_, [this] { return Leader(); }, events_.get());
 
+  // The informers' edge: each event's object is read once into facts (a pod with its workload's annotations,
+  // resolved here on the informer's thread, outside every lock) and the cache takes the facts.
   ClusterCache& cache = *cache_;
+  const Config& config = config_;
+  const auto upsert_node = [&cache, &config](const kube::Json& n) { cache.UpsertNode(ReadNode(n, config)); };
   nodes_ = std::make_unique<kube::Informer>(
       *client_, kube::InformerOptions{.resource = kube::kNodes},
-      kube::InformerHandlers{[&cache](const kube::Json& n) { cache.UpsertNode(n); },
-                             [&cache](const kube::Json&, const kube::Json& n) { cache.UpsertNode(n); },
-                             [&cache](const kube::Json& n) { cache.DeleteNode(n); }});
-  const Config& config = config_;
+      kube::InformerHandlers{
+          upsert_node, [upsert_node](const kube::Json&, const kube::Json& n) { upsert_node(n); },
+          [&cache](const kube::Json& n) { cache.DeleteNode(kube::MetadataString(n, "name")); }});
+  kube::WorkloadResolver& workloads = *workloads_;
+  const auto upsert_pod = [&cache, &config, &workloads](const kube::Json& p) {
+    cache.UpsertPod(workloads.Read(p, config));
+  };
   pods_ = std::make_unique<kube::Informer>(
       *client_,
       kube::InformerOptions{.resource = kube::kPods,
                             .transform = [&config](kube::Json& pod) { KeepSchedulingFields(pod, config); },
                             .max_objects = static_cast<size_t>(config.extender.max_pods)},
-      kube::InformerHandlers{[&cache](const kube::Json& p) { cache.UpsertPod(p); },
-                             [&cache](const kube::Json&, const kube::Json& p) { cache.UpsertPod(p); },
+      kube::InformerHandlers{upsert_pod,
+                             [upsert_pod](const kube::Json&, const kube::Json& p) { upsert_pod(p); },
                              [&cache](const kube::Json& p) {
-                               cache.DeletePod(p);
+                               cache.DeletePod(PodKeyOf(p), kube::MetadataString(p, "uid"));
                                // glibc keeps freed memory in its arenas; hand it back after a wave of
                                // deletions so that RSS follows the cluster down.
                                static int deleted = 0;  // the informer's thread only

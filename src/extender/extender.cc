@@ -7,6 +7,7 @@
 
 #include "common/allocator.h"
 #include "common/codec.h"
+#include "common/json_path.h"
 
 namespace mgpu::extender {
 namespace {
@@ -42,12 +43,10 @@ Extender::Extender(ClusterCache& cache, kube::Client* client, kube::WorkloadReso
       is_leader_(std::move(is_leader)),
       events_(events) {}
 
-Extender::FactsRef Extender::Parse(const nlohmann::json& pod) const {
-  Annotations workload;
-  if (workloads_) workload = workloads_->Resolve(pod);
-  return std::make_shared<const PodFacts>(
-      PodFacts{PodKeyOf(pod), kube::MetadataString(pod, "uid"), kube::MetadataString(pod, "resourceVersion"),
-               kube::StringAt(pod, {"spec", "nodeName"}), ParsePodRequest(pod, cache_.config(), workload)});
+Extender::FactsRef Extender::ReadNow(const nlohmann::json& pod) {
+  return std::make_shared<const PodFacts>(workloads_
+                                              ? workloads_->ReadKnown(pod, cache_.config(), kWorkloadWait)
+                                              : ReadPod(pod, cache_.config()));
 }
 
 Extender::FactsRef Extender::Remembered(const std::string& uid) {
@@ -69,18 +68,20 @@ void Extender::Remember(FactsRef facts) {
   }
 }
 
-Extender::FactsRef Extender::FactsOf(const nlohmann::json& pod) {
-  const std::string uid = kube::MetadataString(pod, "uid");
-  if (FactsRef known = Remembered(uid);
-      known && known->resource_version == kube::MetadataString(pod, "resourceVersion"))
-    return known;
-  FactsRef facts = Parse(pod);
+std::shared_ptr<const PodFacts> Extender::Read(const nlohmann::json& pod) {
+  const nlohmann::json* meta = FindPath(pod, {"metadata"});
+  if (meta) {
+    if (FactsRef known = Remembered(StringAt(*meta, {"uid"}));
+        known && known->resource_version == StringAt(*meta, {"resourceVersion"}))
+      return known;
+  }
+  FactsRef facts = ReadNow(pod);
   Remember(facts);
   return facts;
 }
 
 FilterResult Extender::Filter(const ExtenderArgs& args) {
-  const FactsRef facts = FactsOf(args.pod);
+  const FactsRef& facts = args.pod;
   FilterResult result{
       FilterPod(*cache_.Snapshot(), args.node_names, facts->request, model_, memo_, cache_.config()), {}};
   if (!facts->request.ok()) {
@@ -97,7 +98,7 @@ std::vector<HostScore> Extender::Prioritize(const ExtenderArgs& args) {
   std::vector<HostScore> scores;
   scores.reserve(args.node_names.size());
   for (const std::string& n : args.node_names) scores.push_back({n, 0});
-  const FactsRef facts = FactsOf(args.pod);
+  const FactsRef& facts = args.pod;
   const Result<PodRequest>& pod = facts->request;
   if (!pod.ok() || !pod->AsksForGpu()) return scores;
   const ModelPublisher::Published model = model_.Current();
@@ -126,7 +127,7 @@ std::string Extender::Bind(const BindArgs& args) {
   if (!pod || pod->key != key) {  // not filtered here (another replica, a restart): read it
     kube::ApiResult read = client_->GetPod(args.pod_namespace, args.pod_name);
     if (!read.ok()) return "cannot read pod " + key + ": " + read.message();
-    pod = Parse(*read);
+    pod = ReadNow(*read);
   }
   if (!args.pod_uid.empty() && pod->uid != args.pod_uid)
     return "pod " + key + " has uid " + pod->uid + ", not " + args.pod_uid + " (it was replaced)";
@@ -167,7 +168,7 @@ std::string Extender::BindWithCards(const BindArgs& args, FactsRef pod) {
     if (patched.IsConflict() && attempt < kConflictRetries) {
       kube::ApiResult read = client_->GetPod(args.pod_namespace, args.pod_name);
       if (read.ok()) {
-        FactsRef fresh = Parse(*read);
+        FactsRef fresh = ReadNow(*read);
         if (fresh->uid == pod->uid && fresh->node.empty() && fresh->request.ok() &&
             fresh->request->containers == pod->request->containers) {
           metrics_.CountBindConflictRetry();
@@ -202,8 +203,7 @@ std::string Extender::BindWithCards(const BindArgs& args, FactsRef pod) {
 }
 
 std::map<std::string, MetaVictims> Extender::Preempt(const PreemptArgs& args) {
-  const FactsRef facts = FactsOf(args.pod);
-  const Result<PodRequest>& pod = facts->request;
+  const Result<PodRequest>& pod = args.pod->request;
   if (!pod.ok()) return {};
   if (!pod->AsksForGpu()) return args.victims;
   const ModelPublisher::Published model = model_.Current();

@@ -2,11 +2,14 @@
 // records them on the pod (D/gpu-assignment, D/gpu-assume-time, conditional on the pod's resourceVersion)
 // and creates the Binding - two API calls - keeping the cache's reservation only when both succeeded, and
 // queues an Event; preempt keeps the nodes where evicting the proposed victims frees enough per-card
-// capacity. A pod is parsed (and its workload read) once per resourceVersion: filter parses it, prioritize
-// and bind reuse that, and bind takes the resourceVersion from it instead of reading the pod; on a 409 it
-// reads the pod again and retries, a bounded number of times.
+// capacity. The verbs take the pod read at the HTTP edge (Read: common/pod_facts.h, once per uid and
+// resourceVersion, with the annotations of its workload as the pod informer resolved them, so no request
+// calls the API server for them); prioritize and bind reuse what filter read, and bind takes the
+// resourceVersion from it instead of reading the pod; on a 409 it reads the pod again and retries, a bounded
+// number of times.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
@@ -18,10 +21,12 @@
 
 #include "common/cluster_cache.h"
 #include "common/decision_memo.h"
+#include "common/filter.h"
 #include "common/fragmentation.h"
 #include "common/kube/client.h"
 #include "common/kube/event_queue.h"
 #include "common/kube/workload.h"
+#include "common/pod_facts.h"
 #include "common/scheduler.h"
 #include "extender/metrics.h"
 #include "extender/wire.h"
@@ -30,10 +35,20 @@ namespace mgpu::extender {
 
 class Extender {
  public:
-  // `client` may be null (then bind fails); `events` may be null (no events); `is_leader` gates bind
-  // (null: always the leader).
+  // `client` may be null (then bind fails); `workloads` may be null (pods are read without their workloads'
+  // annotations); `events` may be null (no events); `is_leader` gates bind (null: always the leader).
   Extender(ClusterCache& cache, kube::Client* client, kube::WorkloadResolver* workloads, Metrics& metrics,
            std::function<bool()> is_leader = {}, kube::EventQueue* events = nullptr);
+
+  // How long reading a pod waits for the pod informer to have read its workload's annotations.
+  static constexpr std::chrono::milliseconds kWorkloadWait{2000};
+
+  // The pod object of a request as the verbs take it: remembered per uid for the latest resourceVersion
+  // read, else read now (WorkloadResolver::ReadKnown). The wire's PodReader.
+  std::shared_ptr<const PodFacts> Read(const nlohmann::json& pod);
+  PodReader Reader() {
+    return [this](const nlohmann::json& pod) { return Read(pod); };
+  }
 
   FilterResult Filter(const ExtenderArgs& args);
   std::vector<HostScore> Prioritize(const ExtenderArgs& args);
@@ -42,18 +57,9 @@ class Extender {
   std::map<std::string, MetaVictims> Preempt(const PreemptArgs& args);
 
  private:
-  // The pod as the verbs read it, remembered per uid for the latest resourceVersion seen.
-  struct PodFacts {
-    std::string key;  // namespace/name
-    std::string uid;
-    std::string resource_version;
-    std::string node;  // spec.nodeName
-    Result<PodRequest> request;
-  };
   using FactsRef = std::shared_ptr<const PodFacts>;
-  FactsRef Parse(const nlohmann::json& pod) const;
-  // Parse(pod), or the remembered facts of the same uid and resourceVersion.
-  FactsRef FactsOf(const nlohmann::json& pod);
+  // ReadPod of a pod object (with its workload's annotations as known).
+  FactsRef ReadNow(const nlohmann::json& pod);
   FactsRef Remembered(const std::string& uid);
   void Remember(FactsRef facts);
   std::string BindWithCards(const BindArgs& args, FactsRef pod);

@@ -19,15 +19,20 @@ using namespace testobj;
 using nlohmann::json;
 
 std::string Fixture(const std::string& name) {
-  std::ifstream in(std::string(MGPU_SHARED_DIR) + "/fixtures/kube-scheduler/" + name);
+  std::ifstream in(std::string(MGPU_FIXTURES_DIR) + "/kube-scheduler/" + name);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
 }
 
-ExtenderArgs Args(const json& pod, const std::vector<std::string>& nodes) {
+// The arguments as the HTTP edge reads them, the pod read by `read` (default: under the default config).
+std::shared_ptr<const PodFacts> ReadDefault(const json& pod) {
+  return std::make_shared<const PodFacts>(PodOf(pod));
+}
+ExtenderArgs Args(const json& pod, const std::vector<std::string>& nodes,
+                  const PodReader& read = ReadDefault) {
   Result<ExtenderArgs> args =
-      ExtenderArgs::Parse(json{{"Pod", pod}, {"NodeNames", nodes}, {"Nodes", nullptr}}.dump());
+      ExtenderArgs::Parse(json{{"Pod", pod}, {"NodeNames", nodes}, {"Nodes", nullptr}}.dump(), read);
   EXPECT_TRUE(args.ok()) << args.message();
   return *args;
 }
@@ -35,13 +40,13 @@ ExtenderArgs Args(const json& pod, const std::vector<std::string>& nodes) {
 class ExtenderTest : public ::testing::Test {
  protected:
   ExtenderTest() : cache_(Config()), extender_(cache_, nullptr, nullptr, metrics_) {
-    cache_.UpsertNode(Node("full", 1, 8000));
-    cache_.UpsertNode(Node("empty", 2, 16000));
-    cache_.UpsertNode(Node("half", 1, 16000));
+    cache_.UpsertNode(NodeOf(Node("full", 1, 8000)));
+    cache_.UpsertNode(NodeOf(Node("empty", 2, 16000)));
+    cache_.UpsertNode(NodeOf(Node("half", 1, 16000)));
     cache_.UpsertPod(
-        Placed(Pod("big", 80, 4000), "full", names_.gpu_allocated, OneCard("full-gpu0", 80, 4000)));
+        PodOf(Placed(Pod("big", 80, 4000), "full", names_.gpu_allocated, OneCard("full-gpu0", 80, 4000))));
     cache_.UpsertPod(
-        Placed(Pod("mid", 50, 8000), "half", names_.gpu_allocated, OneCard("half-gpu0", 50, 8000)));
+        PodOf(Placed(Pod("mid", 50, 8000), "half", names_.gpu_allocated, OneCard("half-gpu0", 50, 8000))));
   }
   const ResourceNames names_ = Config().Names();
   ClusterCache cache_;
@@ -99,7 +104,7 @@ TEST_F(ExtenderTest, RuleViolationsAreUnresolvableEverywhere) {
 }
 
 TEST_F(ExtenderTest, PodsWithoutGpuPassEverywhere) {
-  Result<ExtenderArgs> args = ExtenderArgs::Parse(Fixture("v1.32/cache-filter-001.json"));
+  Result<ExtenderArgs> args = ExtenderArgs::Parse(Fixture("v1.32/cache-filter-001.json"), extender_.Reader());
   ASSERT_TRUE(args.ok());
   EXPECT_EQ(extender_.Filter(*args).passed.size(), 2u);
 }
@@ -124,10 +129,10 @@ TEST(ExtenderPressure, UnboundPodsLeaveScarceModelsToThePodsBoundToThem) {
   ClusterCache cache(config);
   Metrics metrics;
   Extender extender(cache, nullptr, nullptr, metrics);
-  cache.UpsertNode(Node("t4", 1, 16384, "T4"));
+  cache.UpsertNode(NodeOf(Node("t4", 1, 16384, "T4")));
   cache.UpsertPod(
-      Placed(Pod("old", 50, 1000), "t4", config.Names().gpu_allocated, OneCard("t4-gpu0", 50, 1000)));
-  for (int i = 0; i < 100; ++i) cache.UpsertNode(Node("g2-" + std::to_string(i), 1, 16384, "G2"));
+      PodOf(Placed(Pod("old", 50, 1000), "t4", config.Names().gpu_allocated, OneCard("t4-gpu0", 50, 1000))));
+  for (int i = 0; i < 100; ++i) cache.UpsertNode(NodeOf(Node("g2-" + std::to_string(i), 1, 16384, "G2")));
   nlohmann::json bound = Pod("bound", 50, 1000);
   bound["spec"]["nodeSelector"][config.Names().label_product] = "T4";
   extender.Filter(Args(bound, {"t4"}));
@@ -141,7 +146,7 @@ TEST(ExtenderPressure, UnboundPodsLeaveScarceModelsToThePodsBoundToThem) {
 
 TEST_F(ExtenderTest, PreemptKeepsOnlyNodesWhereTheVictimsFreeACard) {
   PreemptArgs args;
-  args.pod = Pod("p", 60, 4000);
+  args.pod = ReadDefault(Pod("p", 60, 4000));
   args.victims["full"] = MetaVictims{{"uid-big"}, 0};
   args.victims["half"] = MetaVictims{{"some-cpu-pod"}, 1};  // frees no GPU: 50% left is not enough
   args.victims["unknown"] = MetaVictims{{"x"}, 0};
@@ -171,13 +176,15 @@ TEST_F(ExtenderTest, NoReasonIsAFormatString) {
   // Filter: every node problem and every card refusal, for online, offline, multi-card and whole-card pods.
   nlohmann::json bad = Node("bad", 1);
   bad["metadata"]["annotations"][names_.gpu_inventory] = "{not json";
-  cache_.UpsertNode(bad);
+  cache_.UpsertNode(NodeOf(bad));
   Config other_unit;
   other_unit.memory_unit_mib = 16;
   NodeInventory inventory;
   inventory.cards.push_back(Card{0, "u-gpu0", "Test GPU", 16384, false});
   inventory.memory_unit_mib = 16;
-  cache_.UpsertNode({{"metadata", {{"name", "unit"}, {"annotations", {{names_.gpu_inventory, EncodeInventory(inventory)}}}}}});
+  cache_.UpsertNode(
+      NodeOf({{"metadata",
+               {{"name", "unit"}, {"annotations", {{names_.gpu_inventory, EncodeInventory(inventory)}}}}}}));
   nlohmann::json offline = Pod("off", 0, 2000);
   offline["spec"]["containers"][0]["resources"]["limits"] = {{names_.reclaimed_core, "40"}, {names_.memory, "20000"}};
   nlohmann::json whole = Pod("whole", 200, 30000);
@@ -188,7 +195,7 @@ TEST_F(ExtenderTest, NoReasonIsAFormatString) {
     for (const auto& [node, reason] : r.failed) reasons.push_back(reason);
   }
   // Rule violations: every bad request of the seeds.
-  const std::string seeds = std::string(MGPU_SHARED_DIR) + "/fixtures/seed-scenarios/bad-requests.yaml";
+  const std::string seeds = std::string(MGPU_FIXTURES_DIR) + "/seed-scenarios/bad-requests.yaml";
   std::ifstream in(seeds);
   std::stringstream text;
   text << in.rdbuf();
@@ -199,10 +206,13 @@ TEST_F(ExtenderTest, NoReasonIsAFormatString) {
   ClusterCache cache(volcengine);
   Extender extender(cache, nullptr, nullptr, metrics_);
   for (const ManifestPod& m : *pods)
-    for (const auto& [node, reason] : extender.Filter(Args(m.pod, {"n"})).unresolvable) reasons.push_back(reason);
+    for (const auto& [node, reason] : extender.Filter(Args(m.pod, {"n"}, extender.Reader())).unresolvable)
+      reasons.push_back(reason);
   // Bind: the guard's wait, a node without inventory, no client, not the leader.
-  cache_.UpsertPod(Placed(Pod("a", 20, 2000), "empty", names_.gpu_assignment, OneCard("empty-gpu0", 20, 2000), 1));
-  cache_.UpsertPod(Placed(Pod("b", 60, 3000), "empty", names_.gpu_allocated, OneCard("empty-gpu1", 60, 3000)));
+  cache_.UpsertPod(
+      PodOf(Placed(Pod("a", 20, 2000), "empty", names_.gpu_assignment, OneCard("empty-gpu0", 20, 2000), 1)));
+  cache_.UpsertPod(
+      PodOf(Placed(Pod("b", 60, 3000), "empty", names_.gpu_allocated, OneCard("empty-gpu1", 60, 3000))));
   const auto now = std::chrono::steady_clock::now();
   Result<Assignment> wait = cache_.Reserve("empty", ParsePodRequest(Pod("c", 90, 2000), Config()).value(), "uid-c",
                                            2, nullptr, now);

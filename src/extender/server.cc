@@ -7,6 +7,7 @@
 
 #include "common/http_server.h"
 #include "common/model.h"
+#include "common/nodes_json.h"
 #include "extender/admission.h"
 
 namespace mgpu::extender {
@@ -69,23 +70,30 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
   const auto not_ready = [this] { return ready_ && !ready_(); };
   constexpr char kNotReady[] =
       "mgpu-scheduler-extender is not ready (informers not synced, or not the leader)";
-  s.Post("/filter", verb("filter", [this, bad_request, not_ready, kNotReady](const httplib::Request& req,
-                                                                             httplib::Response& res) {
-           Result<ExtenderArgs> args = ExtenderArgs::Parse(req.body);
+  // The pod of a request is read once, here at the edge, and only when the verb will run.
+  const auto reader = [this](bool ready) -> PodReader {
+    if (ready) return extender_.Reader();
+    return [](const nlohmann::json&) { return std::shared_ptr<const PodFacts>(); };
+  };
+  s.Post("/filter", verb("filter", [this, bad_request, not_ready, kNotReady, reader](
+                                       const httplib::Request& req, httplib::Response& res) {
+           const bool ready = !not_ready();
+           Result<ExtenderArgs> args = ExtenderArgs::Parse(req.body, reader(ready));
            if (!args.ok()) return bad_request(res, args.message());
            FilterResult result;
-           if (not_ready()) {
+           if (!ready) {
              result.error = kNotReady;
            } else {
              result = extender_.Filter(*args);
            }
            res.set_content(EncodeFilterResult(*args, result), kJson);
          }));
-  s.Post("/prioritize", verb("prioritize", [this, bad_request, not_ready, kNotReady](
+  s.Post("/prioritize", verb("prioritize", [this, bad_request, not_ready, kNotReady, reader](
                                                const httplib::Request& req, httplib::Response& res) {
-           Result<ExtenderArgs> args = ExtenderArgs::Parse(req.body);
+           const bool ready = !not_ready();
+           Result<ExtenderArgs> args = ExtenderArgs::Parse(req.body, reader(ready));
            if (!args.ok()) return bad_request(res, args.message());
-           if (not_ready()) {
+           if (!ready) {
              res.status = 503;
              return res.set_content(EncodeError(kNotReady), kJson);
            }
@@ -97,11 +105,12 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
            if (!args.ok()) return bad_request(res, args.message());
            res.set_content(EncodeError(not_ready() ? kNotReady : extender_.Bind(*args)), kJson);
          }));
-  s.Post("/preempt", verb("preempt", [this, bad_request, not_ready, kNotReady](const httplib::Request& req,
-                                                                               httplib::Response& res) {
-           Result<PreemptArgs> args = PreemptArgs::Parse(req.body);
+  s.Post("/preempt", verb("preempt", [this, bad_request, not_ready, kNotReady, reader](
+                                         const httplib::Request& req, httplib::Response& res) {
+           const bool ready = !not_ready();
+           Result<PreemptArgs> args = PreemptArgs::Parse(req.body, reader(ready));
            if (!args.ok()) return bad_request(res, args.message());
-           if (not_ready()) {
+           if (!ready) {
              res.status = 503;
              return res.set_content(EncodeError(kNotReady), kJson);
            }

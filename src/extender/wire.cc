@@ -98,7 +98,7 @@ const json* FieldAnyCase(const json& object, std::string_view key) {
   return nullptr;
 }
 
-Result<ExtenderArgs> ExtenderArgs::Parse(std::string_view body) {
+Result<ExtenderArgs> ExtenderArgs::Parse(std::string_view body, const PodReader& read) {
   if (!JsonDepthWithin(body)) return Error{TooDeep("ExtenderArgs")};
   ExtenderArgs args;
   args.buffer_ = std::make_shared<std::string>();
@@ -106,6 +106,7 @@ Result<ExtenderArgs> ExtenderArgs::Parse(std::string_view body) {
   args.buffer_->assign(body);
   const char* end_of_buffer = args.buffer_->data() + args.buffer_->capacity();
   thread_local od::parser parser;
+  nlohmann::json pod_object;
   bool have_pod = false;
   try {
     od::document doc = parser.iterate(args.buffer_->data(), args.buffer_->size(), args.buffer_->capacity());
@@ -114,7 +115,7 @@ Result<ExtenderArgs> ExtenderArgs::Parse(std::string_view body) {
       od::value value = field.value();
       if (SameKey(key, "Pod")) {
         od::object pod = value.get_object();
-        args.pod = ParseJson(std::string_view(pod.raw_json()), "ExtenderArgs.Pod");
+        pod_object = ParseJson(std::string_view(pod.raw_json()), "ExtenderArgs.Pod");
         have_pod = true;
       } else if (SameKey(key, "NodeNames")) {
         if (value.is_null()) continue;
@@ -147,6 +148,7 @@ Result<ExtenderArgs> ExtenderArgs::Parse(std::string_view body) {
   if (args.node_names.size() > kMaxNodeNames)
     return Error{"ExtenderArgs names " + std::to_string(args.node_names.size()) + " nodes, more than the " +
                  std::to_string(kMaxNodeNames) + " mgpu-scheduler-extender takes"};
+  args.pod = read(pod_object);
   return args;
 }
 
@@ -229,13 +231,13 @@ Result<BindArgs> BindArgs::Parse(std::string_view body) {
   }
 }
 
-Result<PreemptArgs> PreemptArgs::Parse(std::string_view body) {
+Result<PreemptArgs> PreemptArgs::Parse(std::string_view body, const PodReader& read) {
   try {
     json j = ParseJson(body, "ExtenderPreemptionArgs");
     PreemptArgs args;
     const json* pod = FieldAnyCase(j, "Pod");
     if (!pod || !pod->is_object()) return Error{"ExtenderPreemptionArgs has no Pod object"};
-    args.pod = *pod;
+    args.pod = read(*pod);
     const json* meta = FieldAnyCase(j, "NodeNameToMetaVictims");
     const json* full = FieldAnyCase(j, "NodeNameToVictims");
     const bool use_meta = meta && !meta->is_null();

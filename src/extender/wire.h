@@ -1,8 +1,11 @@
 // kube-scheduler's extender JSON contract (DESIGN §8) at the edge: request bodies in, reply bodies out. Keys
-// are matched in any case. In full-`Nodes` mode only each node's metadata.name is read (by simdjson on
-// demand, no DOM); the node objects themselves are passed back byte for byte in the filter reply.
+// are matched in any case. The pod a request carries is handed to a PodReader (the extender's: ReadPod, once
+// per uid and resourceVersion), so the arguments hold its facts, not its JSON. In full-`Nodes` mode only each
+// node's metadata.name is read (by simdjson on demand, no DOM); the node objects themselves are passed back
+// byte for byte in the filter reply.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -11,7 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/decision_memo.h"
+#include "common/filter.h"
+#include "common/pod_facts.h"
 #include "common/result.h"
 
 namespace mgpu::extender {
@@ -19,15 +23,18 @@ namespace mgpu::extender {
 // The most nodes one filter or prioritize call may name (Kubernetes supports clusters of 5,000 nodes).
 inline constexpr size_t kMaxNodeNames = 65536;
 
+// Reads the pod object of a request (a JSON object) into the facts the verbs take.
+using PodReader = std::function<std::shared_ptr<const PodFacts>(const nlohmann::json& pod)>;
+
 // ExtenderArgs of filter and prioritize.
 struct ExtenderArgs {
-  nlohmann::json pod;
+  std::shared_ptr<const PodFacts> pod;
   std::vector<std::string> node_names;
   bool full_nodes = false;                   // the scheduler sent `Nodes` (nodeCacheCapable: false)
   std::vector<std::string_view> node_items;  // full mode: each node's JSON text, parallel to node_names
 
   // Fails (one sentence) on malformed JSON, wrong types, or more than kMaxNodeNames nodes.
-  static Result<ExtenderArgs> Parse(std::string_view body);
+  static Result<ExtenderArgs> Parse(std::string_view body, const PodReader& read);
 
  private:
   std::shared_ptr<std::string> buffer_;  // the padded body node_items point into
@@ -59,10 +66,10 @@ struct MetaVictims {
   int64_t num_pdb_violations = 0;
 };
 struct PreemptArgs {
-  nlohmann::json pod;
+  std::shared_ptr<const PodFacts> pod;
   // From NodeNameToMetaVictims, or NodeNameToVictims (full pods) when that is what came.
   std::map<std::string, MetaVictims> victims;
-  static Result<PreemptArgs> Parse(std::string_view body);
+  static Result<PreemptArgs> Parse(std::string_view body, const PodReader& read);
 };
 std::string EncodePreemptResult(const std::map<std::string, MetaVictims>& victims);
 

@@ -10,8 +10,12 @@ namespace {
 
 using nlohmann::json;
 
+std::shared_ptr<const PodFacts> ReadDefault(const json& pod) {
+  return std::make_shared<const PodFacts>(ReadPod(pod, Config()));
+}
+
 std::string Fixture(const std::string& name) {
-  std::ifstream in(std::string(MGPU_SHARED_DIR) + "/fixtures/kube-scheduler/" + name);
+  std::ifstream in(std::string(MGPU_FIXTURES_DIR) + "/kube-scheduler/" + name);
   std::stringstream s;
   s << in.rdbuf();
   EXPECT_TRUE(in.good() || in.eof()) << name;
@@ -19,16 +23,16 @@ std::string Fixture(const std::string& name) {
 }
 
 TEST(Wire, CacheModeFilterArgsGiveNamesAndPod) {
-  Result<ExtenderArgs> args = ExtenderArgs::Parse(Fixture("v1.32/cache-filter-001.json"));
+  Result<ExtenderArgs> args = ExtenderArgs::Parse(Fixture("v1.32/cache-filter-001.json"), ReadDefault);
   ASSERT_TRUE(args.ok()) << args.message();
   EXPECT_FALSE(args->full_nodes);
   EXPECT_EQ(args->node_names, (std::vector<std::string>{"fake-node-1", "fake-node-2"}));
-  EXPECT_EQ(args->pod["metadata"]["name"], "gpu-pod");
+  EXPECT_EQ(args->pod->key.substr(args->pod->key.find('/') + 1), "gpu-pod");
 }
 
 TEST(Wire, FullNodesModeReadsNamesAndEchoesPassingNodesVerbatim) {
   const std::string body = Fixture("v1.32/nocache-filter-001.json");
-  Result<ExtenderArgs> args = ExtenderArgs::Parse(body);
+  Result<ExtenderArgs> args = ExtenderArgs::Parse(body, ReadDefault);
   ASSERT_TRUE(args.ok()) << args.message();
   EXPECT_TRUE(args->full_nodes);
   EXPECT_EQ(args->node_names, (std::vector<std::string>{"fake-node-1", "fake-node-2"}));
@@ -45,7 +49,7 @@ TEST(Wire, FullNodesModeReadsNamesAndEchoesPassingNodesVerbatim) {
 }
 
 TEST(Wire, CacheModeReplyMatchesTheRecordedShape) {
-  Result<ExtenderArgs> args = ExtenderArgs::Parse(Fixture("v1.32/cache-fail1-filter-001.json"));
+  Result<ExtenderArgs> args = ExtenderArgs::Parse(Fixture("v1.32/cache-fail1-filter-001.json"), ReadDefault);
   ASSERT_TRUE(args.ok());
   FilterResult result;
   result.passed = {1};
@@ -56,11 +60,12 @@ TEST(Wire, CacheModeReplyMatchesTheRecordedShape) {
 }
 
 TEST(Wire, KeysInAnyCase) {
-  Result<ExtenderArgs> args = ExtenderArgs::Parse(R"({"pod":{"metadata":{"name":"p"}},"nodenames":["a"]})");
+  Result<ExtenderArgs> args =
+      ExtenderArgs::Parse(R"({"pod":{"metadata":{"name":"p"}},"nodenames":["a"]})", ReadDefault);
   ASSERT_TRUE(args.ok()) << args.message();
   EXPECT_EQ(args->node_names, std::vector<std::string>{"a"});
-  Result<ExtenderArgs> full =
-      ExtenderArgs::Parse(R"({"POD":{},"nodes":{"Items":[{"Metadata":{"Name":"n1"}}]},"nodeNames":null})");
+  Result<ExtenderArgs> full = ExtenderArgs::Parse(
+      R"({"POD":{},"nodes":{"Items":[{"Metadata":{"Name":"n1"}}]},"nodeNames":null})", ReadDefault);
   ASSERT_TRUE(full.ok()) << full.message();
   EXPECT_EQ(full->node_names, std::vector<std::string>{"n1"});
   Result<BindArgs> bind = BindArgs::Parse(R"({"podname":"p","podnamespace":"ns","poduid":"u","node":"n"})");
@@ -74,13 +79,14 @@ TEST(Wire, MalformedArgsAreErrorsNotCrashes) {
                            "{\"Pod\":{},\"Nodes\":{\"items\":[{\"metadata\":{}}]}}",
                            "{\"Pod\":{},\"Nodes\":{\"items\":[{\"metadata\":{\"name\":7}}]}}",
                            "{\"Pod\":{\"a\":},\"NodeNames\":[]}", "\xff\xfe"}) {
-    EXPECT_FALSE(ExtenderArgs::Parse(body).ok()) << body;
+    EXPECT_FALSE(ExtenderArgs::Parse(body, ReadDefault).ok()) << body;
   }
   EXPECT_FALSE(BindArgs::Parse("{\"PodName\":3,\"Node\":\"n\"}").ok());
   EXPECT_FALSE(BindArgs::Parse("{\"PodName\":\"p\"}").ok());
   EXPECT_FALSE(BindArgs::Parse("nonsense").ok());
-  EXPECT_FALSE(PreemptArgs::Parse("{\"Pod\":{},\"NodeNameToMetaVictims\":[]}").ok());
-  EXPECT_FALSE(PreemptArgs::Parse("{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[{}]}}}").ok());
+  EXPECT_FALSE(PreemptArgs::Parse("{\"Pod\":{},\"NodeNameToMetaVictims\":[]}", ReadDefault).ok());
+  EXPECT_FALSE(
+      PreemptArgs::Parse("{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[{}]}}}", ReadDefault).ok());
 }
 
 TEST(Wire, BindFixture) {
@@ -95,7 +101,8 @@ TEST(Wire, BindFixture) {
 }
 
 TEST(Wire, PreemptFixtureRoundTrips) {
-  Result<PreemptArgs> args = PreemptArgs::Parse(Fixture("v1.32-bind-preempt/bp-preempt-006.json"));
+  Result<PreemptArgs> args =
+      PreemptArgs::Parse(Fixture("v1.32-bind-preempt/bp-preempt-006.json"), ReadDefault);
   ASSERT_TRUE(args.ok()) << args.message();
   ASSERT_EQ(args->victims.size(), 2u);
   EXPECT_EQ(args->victims["fake-node-1"].pod_uids,
@@ -106,7 +113,8 @@ TEST(Wire, PreemptFixtureRoundTrips) {
 
 TEST(Wire, PreemptWithFullVictimPods) {
   Result<PreemptArgs> args = PreemptArgs::Parse(
-      R"({"Pod":{},"NodeNameToVictims":{"n":{"Pods":[{"metadata":{"uid":"u1"}}],"NumPDBViolations":2}}})");
+      R"({"Pod":{},"NodeNameToVictims":{"n":{"Pods":[{"metadata":{"uid":"u1"}}],"NumPDBViolations":2}}})",
+      ReadDefault);
   ASSERT_TRUE(args.ok()) << args.message();
   EXPECT_EQ(args->victims["n"].pod_uids, std::vector<std::string>{"u1"});
   EXPECT_EQ(args->victims["n"].num_pdb_violations, 2);
@@ -144,25 +152,29 @@ TEST(Wire, DeeplyNestedBodiesAreRefused) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   Result<ExtenderArgs> args = ExtenderArgs::Parse(
       R"({"Pod":{"spec":{"containers":[{"name":"c","resources":{"limits":{"mgpu.io/mgpu-core":)" + deep +
-      R"(}}}]}},"NodeNames":["n"]})");
+          R"(}}}]}},"NodeNames":["n"]})",
+      ReadDefault);
   ASSERT_FALSE(args.ok());
   EXPECT_EQ(args.message(), "ExtenderArgs nests deeper than 256 levels");
   Result<BindArgs> bind = BindArgs::Parse(R"({"PodName":"p","Node":"n","x":)" + deep + "}");
   ASSERT_FALSE(bind.ok());
   EXPECT_EQ(bind.message(), "ExtenderBindingArgs nests deeper than 256 levels");
-  Result<PreemptArgs> preempt = PreemptArgs::Parse(R"({"Pod":{"x":)" + deep + "}}");
+  Result<PreemptArgs> preempt = PreemptArgs::Parse(R"({"Pod":{"x":)" + deep + "}}", ReadDefault);
   ASSERT_FALSE(preempt.ok());
   EXPECT_EQ(preempt.message(), "ExtenderPreemptionArgs nests deeper than 256 levels");
   // A pod of ordinary depth still parses.
-  EXPECT_TRUE(ExtenderArgs::Parse(R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["n"]})").ok());
+  EXPECT_TRUE(
+      ExtenderArgs::Parse(R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["n"]})", ReadDefault).ok());
 }
 
 TEST(Wire, AtMostKMaxNodeNamesNodes) {
   json names = json::array();
   for (size_t i = 0; i < kMaxNodeNames; ++i) names.push_back("n" + std::to_string(i));
-  EXPECT_TRUE(ExtenderArgs::Parse(json{{"Pod", json::object()}, {"NodeNames", names}}.dump()).ok());
+  EXPECT_TRUE(
+      ExtenderArgs::Parse(json{{"Pod", json::object()}, {"NodeNames", names}}.dump(), ReadDefault).ok());
   names.push_back("one-more");
-  Result<ExtenderArgs> args = ExtenderArgs::Parse(json{{"Pod", json::object()}, {"NodeNames", names}}.dump());
+  Result<ExtenderArgs> args =
+      ExtenderArgs::Parse(json{{"Pod", json::object()}, {"NodeNames", names}}.dump(), ReadDefault);
   ASSERT_FALSE(args.ok());
   EXPECT_EQ(args.message(),
             "ExtenderArgs names 65537 nodes, more than the 65536 mgpu-scheduler-extender takes");

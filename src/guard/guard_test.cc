@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -120,8 +121,12 @@ class GuardTest : public ::testing::Test {
   }
 
   Output Run(const std::vector<std::string>& args, const Env& overrides = {}) {
-    return Finish(Start(args, overrides));
+    Child c = Start(args, overrides);
+    last_pid_ = c.pid;
+    return Finish(c);
   }
+  // The pid of the process Run ran last (for the output `o` it gave).
+  pid_t WaitPid(const Output&) const { return last_pid_; }
 
   void Touch(const std::string& name) { std::ofstream(Path(name)) << ""; }
 
@@ -179,6 +184,7 @@ class GuardTest : public ::testing::Test {
   std::string dir_;
   Env base_;
   int children_ = 0;
+  pid_t last_pid_ = -1;
 };
 
 using Lines = std::vector<std::string>;
@@ -201,7 +207,9 @@ TEST_F(GuardTest, FreesReturnTheBudgetOnEveryPath) {
   for (const Lines& kind :
        {Lines{"alloc", "100"}, Lines{"managed", "100"}, Lines{"async", "100"}, Lines{"pool", "100"},
         Lines{"create", "100"}, Lines{"legacy", "100"}, Lines{"array", "5120", "5120"},
-        Lines{"array3d", "1024", "1024", "25"}, Lines{"pitch", "40960", "2560"}}) {
+        Lines{"array3d", "1024", "1024", "25"}, Lines{"pitch", "40960", "2560"},
+        Lines{"legacy-pitch", "40960", "2560"}, Lines{"legacy-array", "5120", "5120"},
+        Lines{"legacy-array3d", "1024", "1024", "25"}}) {
     std::vector<std::string> args = kind;
     for (const char* a : {"alloc", "1", "free", "0", "alloc", "100", "free", "2", "info"}) args.push_back(a);
     auto o = Run(args);
@@ -264,15 +272,39 @@ TEST_F(GuardTest, AForkedChildIsAProcessOfItsOwnInTheContainer) {
 }
 
 TEST_F(GuardTest, CuGetProcAddressIsIntercepted) {
+  // As CUDA 12 and 13 runtimes ask: either lookup function, their versions, with and without the
+  // per-thread-stream flag.
   for (const char* path : {"getproc", "getproc2"}) {
-    auto o = Run({"path", path, "alloc", "80", "alloc", "30", "create", "30", "info"});
-    EXPECT_EQ(o.lines, (Lines{"alloc 0", "alloc 2", "create 2", "info 20 100 0"})) << path << o.err;
+    for (const char* version : {"12000", "13000"}) {
+      for (const char* flags : {"0", "2"}) {
+        auto o = Run({"path", path, version, flags, "alloc", "80", "alloc", "30", "create", "30", "info"});
+        EXPECT_EQ(o.lines, (Lines{"alloc 0", "alloc 2", "create 2", "info 20 100 0"}))
+            << path << " " << version << " " << flags << o.err;
+      }
+    }
+  }
+}
+
+TEST_F(GuardTest, EveryHookedEntryPointIsTheGuardsHoweverItIsFound) {
+  // dlsym of the versioned names a program built against CUDA 2.x, 12 or 13 calls; cuGetProcAddress(_v2) of
+  // the base names the runtime asks for, with and without the per-thread-stream flag.
+  for (const char* how : {"dlsym", "getproc", "getproc2"}) {
+    for (const char* version : {"2000", "12000", "13000"}) {
+      for (const char* flags : {"0", "2"}) {
+        const Output o = Run({"hooked", how, version, flags});
+        ASSERT_EQ(o.lines.size(), 25u) << o.err;
+        for (const std::string& line : o.lines)
+          EXPECT_EQ(line.substr(line.find(' ') + 1), "guard")
+              << how << " " << version << " " << flags << ": " << line;
+      }
+    }
   }
 }
 
 TEST_F(GuardTest, CuGetProcAddressIsInterceptedByNameWhenTheDriverAnswersAnUnexportedAddress) {
-  auto o = Run({"path", "getproc", "alloc", "80", "alloc", "30", "free", "0", "alloc", "30", "info"},
-               {{"FAKE_CUDA_PROC_INTERNAL", "1"}});
+  auto o =
+      Run({"path", "getproc", "12000", "0", "alloc", "80", "alloc", "30", "free", "0", "alloc", "30", "info"},
+          {{"FAKE_CUDA_PROC_INTERNAL", "1"}});
   EXPECT_EQ(o.lines, (Lines{"alloc 0", "alloc 2", "free 0", "alloc 0", "info 70 100 0"})) << o.err;
 }
 
@@ -324,7 +356,8 @@ TEST_F(GuardTest, ACorruptStateFileIsIgnoredSafely) {
   std::ofstream(state, std::ios::binary).write(reinterpret_cast<char*>(record.get()), sizeof(StateFile));
   EXPECT_EQ(Run({"alloc", "100", "alloc", "1"}).lines, (Lines{"alloc 0", "alloc 2"}));
 
-  // Corrupted under a live process: the others step aside (unguarded) rather than trust it, and say so.
+  // Corrupted under a live process: the others do not trust it, and hold themselves alone to the cap (the
+  // best enforcement left without the shared state), and say so once.
   auto holder = Start({"alloc", "10", "touch", Path("a"), "wait", Path("b")});
   ASSERT_TRUE(Eventually([&] { return std::filesystem::exists(Path("a")); }));
   {
@@ -332,9 +365,12 @@ TEST_F(GuardTest, ACorruptStateFileIsIgnoredSafely) {
     f.seekp(0);
     f.write("garbage!", 8);
   }
-  auto o = Run({"alloc", "500"});
-  EXPECT_EQ(o.lines, (Lines{"alloc 0"}));
-  EXPECT_NE(o.err.find("the guard steps aside on this card"), std::string::npos) << o.err;
+  auto o = Run({"alloc", "500", "alloc", "100", "alloc", "1", "info"});
+  EXPECT_EQ(o.lines, (Lines{"alloc 2", "alloc 0", "alloc 2", "info 0 100 0"}));
+  EXPECT_NE(o.err.find("so this process holds itself alone to the container's cap and share on this card"),
+            std::string::npos)
+      << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
   Touch("b");
   EXPECT_EQ(Finish(holder).status, 0);
 }
@@ -399,6 +435,26 @@ TEST_F(GuardTest, FixedShareIsHeldToItsShareAloneOnTheCard) {
   EXPECT_EQ(Finish(busy).status, 0);
 }
 
+TEST_F(GuardTest, NvmlIsReadOffTheLaunchingThread) {
+  // A real driver's utilisation call takes milliseconds: a launch that made it would wait for it. The
+  // process's own reader thread makes it, while the main thread launches and waits for its share.
+  auto busy = Start({"launch-until", Path("stop")},
+                    {{"MGPU_COMPUTE_POLICY", "fixed-share"}, {"FAKE_NVML_READ_LOG", Path("reads")}});
+  SetUtil(std::to_string(busy.pid) + " 90\n");
+  ASSERT_TRUE(HeldWith(90));
+  StopLaunching(busy);
+  std::ifstream reads(Path("reads"));
+  std::map<std::string, int> by;
+  for (std::string line; std::getline(reads, line);) ++by[line];
+  EXPECT_GT(by["read thread"], 0);
+  EXPECT_EQ(by["read main"], 0);
+  // Under native-burst-share nothing is measured: no thread, no read.
+  std::filesystem::remove(Path("reads"));
+  auto native = Run({"launch", "1000"}, {{"FAKE_NVML_READ_LOG", Path("reads")}});
+  EXPECT_EQ(native.lines, (Lines{"launched 1000 0"}));
+  EXPECT_FALSE(std::filesystem::exists(Path("reads")));
+}
+
 TEST_F(GuardTest, ABacklogOfNvmlSamplesIsSkippedNotAskedForForever) {
   auto busy = Start({"launch-until", Path("stop")},
                     {{"MGPU_COMPUTE_POLICY", "fixed-share"}, {"FAKE_NVML_BACKLOG", "1000"}});
@@ -455,8 +511,8 @@ TEST_F(GuardTest, GuaranteedShareUsesIdleComputeAndNativeIsNeverThrottled) {
 }
 
 TEST_F(GuardTest, GuaranteedShareGivesWayToAContainerBelowItsShare) {
-  auto burster = Start({"launch-until", Path("stop")},
-                       {{"MGPU_COMPUTE_POLICY", "guaranteed-burst-share"}, {"MGPU_CONTAINER_TOKEN", "guaranteed"}});
+  auto burster = Start({"launch-until", Path("stop")}, {{"MGPU_COMPUTE_POLICY", "guaranteed-burst-share"},
+                                                        {"MGPU_CONTAINER_TOKEN", "guaranteed"}});
   auto fixed = Start({"launch-until", Path("stop")}, {{"MGPU_COMPUTE_POLICY", "fixed-share"},
                                                       {"MGPU_CORE_PERCENT", "70"},
                                                       {"MGPU_CONTAINER_TOKEN", "fixed-70"}});
@@ -475,8 +531,9 @@ TEST_F(GuardTest, GuaranteedShareGivesWayToAContainerBelowItsShare) {
 
 TEST_F(GuardTest, SamplesThatAddUpToMoreThanTheCardAreScaledToIt) {
   auto a = Start({"launch-until", Path("stop")}, {{"MGPU_CONTAINER_TOKEN", "a"}});
-  auto b = Start({"launch-until", Path("stop")}, {{"MGPU_CONTAINER_TOKEN", "b"}, {"MGPU_COMPUTE_POLICY", "fixed-share"},
-                                                  {"MGPU_CORE_PERCENT", "60"}});
+  auto b = Start(
+      {"launch-until", Path("stop")},
+      {{"MGPU_CONTAINER_TOKEN", "b"}, {"MGPU_COMPUTE_POLICY", "fixed-share"}, {"MGPU_CORE_PERCENT", "60"}});
   SetUtil(std::to_string(a.pid) + " 90\n" + std::to_string(b.pid) + " 60\n");  // time-sliced: 150 in all
   ASSERT_TRUE(Eventually([&] {
     auto sa = Container("a");
@@ -500,6 +557,218 @@ TEST_F(GuardTest, GuaranteedShareAloneOnABusyCardIsNeverThrottled) {
   EXPECT_EQ(Container("alone")->throttled, 0u);
   Touch("stop");
   EXPECT_EQ(Finish(c).status, 0);
+}
+
+TEST_F(GuardTest, EveryLaunchPathWaitsForOnlineWork) {
+  // An offline container's launch, by each entry point, found directly or through CUDA 13's
+  // cuGetProcAddress_v2 with the per-thread-stream flag (the _ptsz forms), is held while online work runs.
+  const std::vector<std::string> kinds = {"launch",        "launch-ex",   "coop",
+                                          "coop-multi",    "graph",       "graph-upload",
+                                          "legacy-launch", "launch-grid", "launch-grid-async"};
+  for (const Lines& path : {Lines{"path", "direct"}, Lines{"path", "getproc2", "13000", "2"}}) {
+    for (const std::string& kind : kinds) {
+      std::filesystem::remove(Path("stop"));
+      const std::string token = "off-" + kind + "-" + path[1];
+      auto online = Start({"launch-until", Path("stop")}, {{"MGPU_CONTAINER_TOKEN", "online-a"}});
+      ASSERT_TRUE(Eventually([&] {
+        auto c = Container("online-a");
+        return c && c->launches > 0;
+      }));
+      Lines args = path;
+      args.insert(args.end(), {kind, "1"});
+      auto held = Start(args, {{"MGPU_QOS_LEVEL", "offline"},
+                               {"MGPU_CONTAINER_TOKEN", token},
+                               {"MGPU_GUARD_RELEASE_MS", "300"}});  // longer than a loaded machine stalls
+      EXPECT_TRUE(Eventually([&] {
+        auto c = Container(token);
+        return c && c->waiting == 1 && c->held_back == 1;
+      })) << kind
+          << " " << path[1];
+      Touch("stop");
+      EXPECT_EQ(Finish(online).status, 0);
+      EXPECT_EQ(Finish(held).lines, (Lines{"launched 1 0"})) << kind << " " << path[1];
+      EXPECT_EQ(Record(token)->launches, 1u) << kind;
+    }
+  }
+}
+
+TEST_F(GuardTest, GraphLaunchesAreHeldToTheShare) {
+  auto busy = Start({"until", "graph", Path("stop")}, {{"MGPU_COMPUTE_POLICY", "fixed-share"}});
+  SetUtil(std::to_string(busy.pid) + " 90\n");
+  ASSERT_TRUE(HeldWith(90));
+  StopLaunching(busy);
+}
+
+TEST_F(GuardTest, OfflineWorkIsHeldToItsReclaimedPercent) {
+  const Env offline = {{"MGPU_QOS_LEVEL", "offline"},
+                       {"MGPU_CORE_PERCENT", ""},
+                       {"MGPU_RECLAIMED_CORE_PERCENT", "30"},
+                       {"MGPU_CONTAINER_TOKEN", "container-a"}};
+  auto busy = Start({"launch-until", Path("stop")}, offline);
+  SetUtil(std::to_string(busy.pid) + " 90\n");
+  ASSERT_TRUE(HeldWith(90));
+  EXPECT_EQ(Container("container-a")->held_back, 0u);  // no online work: held by its percent alone
+  StopLaunching(busy);
+}
+
+TEST_F(GuardTest, NvmlShowsTheProcessItsSliceHoweverNvmlIsReached) {
+  for (const char* route : {"direct", "dlsym"}) {
+    auto o = Run(
+        {"alloc", "30", "nvml", route, "nvml-mem", "nvml-mem2", "nvml-procs", "v1", "nvml-procs", "v2",
+         "nvml-procs", "v3", "nvml-gprocs", "nvml-procs", "detail", "nvml-detail", "1", "nvml-detail", "2"},
+        {{"FAKE_NVML_USED_MIB", "500"}, {"FAKE_NVML_PROCESSES", "4242:500"}});
+    ASSERT_EQ(o.lines.size(), 10u) << o.err;
+    EXPECT_EQ(o.lines[1], "nvml-mem 100 30 70 0") << route;
+    EXPECT_EQ(o.lines[2], "nvml-mem2 100 30 70 0") << route;  // the driver's reserve is not the container's
+    const std::string own = "procs 1 " + std::to_string(WaitPid(o)) + ":30 0";
+    EXPECT_EQ(o.lines[3], own) << route;
+    EXPECT_EQ(o.lines[4], own) << route;
+    EXPECT_EQ(o.lines[5], own) << route;
+    EXPECT_EQ(o.lines[6], "procs 0 0") << route;  // the host's process 4242 is not the container's
+    // nvmlDeviceGetRunningProcessDetailList (nvidia-smi's process table): compute, graphics, MPS.
+    EXPECT_EQ(o.lines[7], own) << route;
+    EXPECT_EQ(o.lines[8], "procs 0 0") << route;
+    EXPECT_EQ(o.lines[9], "procs 0 0") << route;
+  }
+}
+
+TEST_F(GuardTest, NvidiaSmiInTheContainerSeesTheContainersUseWithoutJoiningIt) {
+  auto holder = Start({"alloc", "60", "touch", Path("a"), "wait", Path("b")});
+  ASSERT_TRUE(Eventually([&] { return std::filesystem::exists(Path("a")); }));
+  auto smi = Run({"nvml", "dlsym", "nvml-mem", "nvml-procs", "v3", "nvml-procs", "detail"});
+  const std::string own = "procs 1 " + std::to_string(holder.pid) + ":60 0";
+  EXPECT_EQ(smi.lines, (Lines{"nvml-mem 100 60 40 0", own, own})) << smi.err;
+  EXPECT_EQ(Container("container-a")->processes, 1u);  // it read the state, it did not register
+  // Another container's view holds only its own.
+  auto other =
+      Run({"nvml", "direct", "nvml-mem", "nvml-procs", "v2"}, {{"MGPU_CONTAINER_TOKEN", "container-b"}});
+  EXPECT_EQ(other.lines, (Lines{"nvml-mem 100 0 100 0", "procs 0 0"}));
+  Touch("b");
+  EXPECT_EQ(Finish(holder).status, 0);
+}
+
+TEST_F(GuardTest, NvmlNeverShowsMoreFreeThanTheCardHasAndOutsideMgpuIsNvmlsOwn) {
+  auto full = Run({"nvml", "dlsym", "nvml-mem"}, {{"FAKE_NVML_USED_MIB", "950"}});
+  EXPECT_EQ(full.lines, (Lines{"nvml-mem 100 0 50 0"}));
+  auto outside =
+      Run({"nvml", "dlsym", "nvml-mem", "nvml-procs", "v3", "nvml-procs", "detail", "nvml-util"},
+          {{"MGPU_VISIBLE_CARDS", ""}, {"FAKE_NVML_PROCESSES", "4242:500"}, {"FAKE_NVML_GPU_UTIL", "55"}});
+  EXPECT_EQ(outside.lines,
+            (Lines{"nvml-mem 1000 0 1000 0", "procs 1 4242:500 0", "procs 1 4242:500 0", "util 55 0"}));
+  auto other_card =
+      Run({"nvml", "direct", "nvml-mem"},
+          {{"FAKE_CUDA_UUIDS", "GPU-eeeeeeee-0000-1111-2222-333344445555," + std::string(kCard)}});
+  EXPECT_EQ(other_card.lines, (Lines{"nvml-mem 1000 0 1000 0"}));  // device 0 is not the container's card
+}
+
+TEST_F(GuardTest, NvmlUtilizationIsTheContainersMeasuredUse) {
+  SetUtil("999999 70\n");  // the card's use, with host pids the container cannot see
+  auto c = Start(
+      {"launch", "40", "wait", Path("measured"), "nvml", "direct", "nvml-util"},
+      {{"MGPU_COMPUTE_POLICY", "fixed-share"}, {"MGPU_CORE_PERCENT", "100"}, {"FAKE_NVML_GPU_UTIL", "55"}});
+  ASSERT_TRUE(Eventually([&] {  // the process's reader measured it
+    auto r = Container("container-a");
+    return r && r->util_percent == 70;
+  }));
+  Touch("measured");
+  const Output o = Finish(c);
+  EXPECT_EQ(o.lines, (Lines{"launched 40 0", "util 70 0"})) << o.err;
+}
+
+TEST_F(GuardTest, WithoutAStateDirectoryAProcessHoldsItselfToTheCap) {
+  auto o = Run({"alloc", "100", "alloc", "1", "info"}, {{"MGPU_GUARD_STATE_DIR", "/proc/no-such-dir"}});
+  EXPECT_EQ(o.lines, (Lines{"alloc 0", "alloc 2", "info 0 100 0"}));
+  EXPECT_NE(o.err.find("the state file cannot be opened, so this process holds itself alone"),
+            std::string::npos)
+      << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+}
+
+TEST_F(GuardTest, AProcessKilledHoldingTheCardLockBlocksNoOne) {
+  ASSERT_EQ(Run({"alloc", "1"}).status, 0);  // the state exists
+  auto locker = Start({"lock-card", StatePath(Path("cards"), kCard), Path("locked")}, {{"LD_PRELOAD", ""}});
+  ASSERT_TRUE(Eventually([&] { return std::filesystem::exists(Path("locked")); }));
+  kill(locker.pid, SIGKILL);
+  Finish(locker);
+  EXPECT_EQ(Run({"alloc", "100", "alloc", "1"}).lines, (Lines{"alloc 0", "alloc 2"}));
+}
+
+TEST_F(GuardTest, AProcessKilledWhileItsLaunchWaitedLeavesNoWaitBehind) {
+  auto online = Start({"launch-until", Path("stop")}, {{"MGPU_CONTAINER_TOKEN", "online-a"}});
+  ASSERT_TRUE(Eventually([&] {
+    auto c = Container("online-a");
+    return c && c->launches > 0;
+  }));
+  const Env offline = {{"MGPU_QOS_LEVEL", "offline"}, {"MGPU_CONTAINER_TOKEN", "offline-b"}};
+  auto held = Start({"launch", "1"}, offline);
+  ASSERT_TRUE(Eventually([&] {
+    auto r = Record("offline-b");
+    return r && r->waiting == 1;
+  }));
+  kill(held.pid, SIGKILL);
+  Finish(held);
+  EXPECT_EQ(Run({"alloc", "1"}, offline).lines, (Lines{"alloc 0"}));  // registering reclaims the dead
+  EXPECT_EQ(Record("offline-b")->waiting, 0u);
+  Touch("stop");
+  EXPECT_EQ(Finish(online).status, 0);
+}
+
+TEST_F(GuardTest, ALostCardLetsWaitingLaunchesGoAndSaysSo) {
+  auto busy = Start({"launch-until", Path("stop")}, {{"MGPU_COMPUTE_POLICY", "fixed-share"},
+                                                     {"FAKE_NVML_LOST", Path("lost")},
+                                                     {"FAKE_CUDA_LOST", Path("lost")}});
+  SetUtil(std::to_string(busy.pid) + " 90\n");
+  ASSERT_TRUE(HeldWith(90));
+  Touch("lost");  // the card falls off the bus: NVML answers GPU_IS_LOST, the driver fails every call
+  ASSERT_TRUE(Eventually([&] {
+    auto r = Record("container-a");
+    return r && r->waiting == 0;
+  }));
+  Touch("stop");
+  const Output o = Finish(busy);
+  EXPECT_EQ(o.status, 0);
+  ASSERT_EQ(o.lines.size(), 1u);
+  EXPECT_NE(o.lines[0].find(" 46"), std::string::npos) << o.lines[0];  // the driver's own error reaches it
+  EXPECT_NE(o.err.find("the card is lost), so the compute share is no longer enforced on it"),
+            std::string::npos)
+      << o.err;
+}
+
+TEST_F(GuardTest, ClockStampsFromTheFutureHoldNothing) {
+  ASSERT_EQ(Run({"alloc", "1"}).status, 0);  // the state exists
+  const auto stamp = [&](size_t offset, uint64_t value) {
+    std::fstream f(StatePath(Path("cards"), kCard), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(offset));
+    f.write(reinterpret_cast<const char*>(&value), sizeof(value));
+  };
+  const auto now_ns = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(ts.tv_nsec);
+  };
+  const uint64_t hour_ns = 3600ULL * 1'000'000'000ULL;
+  // An online launch stamped an hour ahead: an offline launch does not wait an hour.
+  stamp(offsetof(StateFile, header.online_last_launch_ns), now_ns() + hour_ns);
+  auto offline = Run({"launch", "1"}, {{"MGPU_QOS_LEVEL", "offline"}, {"MGPU_CONTAINER_TOKEN", "offline-b"}});
+  EXPECT_EQ(offline.lines, (Lines{"launched 1 0"}));
+  EXPECT_EQ(Record("offline-b")->held_back, 0u);
+  EXPECT_NE(offline.err.find("so offline launches do not wait for it"), std::string::npos) << offline.err;
+  // A refill stamped an hour ahead and NVML's last sample an hour ahead (the realtime clock set back): the
+  // budget still refills and is still charged.
+  stamp(offsetof(StateFile, header.last_refill_ns), now_ns() + hour_ns);
+  timespec real{};
+  clock_gettime(CLOCK_REALTIME, &real);
+  stamp(offsetof(StateFile, header.nvml_last_seen_us),
+        static_cast<uint64_t>(real.tv_sec + 3600) * 1'000'000ULL);
+  auto busy = Start({"launch-until", Path("stop")}, {{"MGPU_COMPUTE_POLICY", "fixed-share"}});
+  SetUtil(std::to_string(busy.pid) + " 90\n");
+  ASSERT_TRUE(HeldWith(90));
+  SetUtil("");
+  Touch("stop");
+  const Output o = Finish(busy);
+  EXPECT_EQ(o.status, 0);
+  EXPECT_NE(o.err.find("the guard reads samples from now on"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("so the guard refills from now on"), std::string::npos) << o.err;
 }
 
 }  // namespace

@@ -75,6 +75,7 @@ void InitState(StateFile& file, const char* uuid) {
   h.max_containers = kMaxContainers;
   h.max_processes = kMaxProcesses;
   h.file_bytes = kStateFileBytes;
+  h.minor_version = kStateMinorVersion;
   strncpy(h.card_uuid, uuid, kUuidBytes - 1);
   std::atomic_ref<uint64_t>(h.magic).store(kStateMagic, std::memory_order_release);  // last: marks it valid
 }
@@ -82,6 +83,7 @@ void InitState(StateFile& file, const char* uuid) {
 bool LockCard(int fd) { return Lock(fd, F_WRLCK, kLockBase, 1, F_SETLKW); }
 void UnlockCard(int fd) { Lock(fd, F_UNLCK, kLockBase, 1, F_SETLK); }
 bool TryLockSlot(int fd, uint32_t slot) { return Lock(fd, F_WRLCK, kLockBase + 1 + slot, 1, F_SETLK); }
+void UnlockSlot(int fd, uint32_t slot) { Lock(fd, F_UNLCK, kLockBase + 1 + slot, 1, F_SETLK); }
 bool SlotHeld(int fd, uint32_t slot) { return Held(fd, kLockBase + 1 + slot, 1); }
 bool AnyLockHeld(int fd) { return Held(fd, kLockBase, 1 + kMaxProcesses); }
 
@@ -126,9 +128,12 @@ bool ReadCardState(const std::string& dir, const std::string& uuid, CardSnapshot
   for (uint32_t i = 0; i < kMaxContainers; ++i) {
     const ContainerRecord& c = file->containers[i];
     if (!c.in_use || !live[i]) continue;
+    // Fields of a later minor version than the file's are read as their zero default.
+    const bool minor1 = file->header.minor_version >= 1;
     out.containers.push_back({c.token, static_cast<QosLevel>(c.qos), static_cast<SharePolicy>(c.policy),
                               c.share_percent, c.cap_bytes, used[i], processes[i], c.launches, c.throttled,
-                              c.held_back, c.held_ns, c.waiting, c.util_percent});
+                              c.held_back, c.held_ns, c.waiting, c.util_percent, c.credit,
+                              minor1 ? c.release_ns : 0, !(minor1 && (c.flags & kContainerShareUnmeasured))});
   }
   return true;
 }

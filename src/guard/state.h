@@ -2,12 +2,15 @@
 // process on the card (all containers) and read by the device plugin's /metrics.
 //
 // Layout (version kStateVersion, fixed size): a header, kMaxContainers container records, kMaxProcesses
-// process slots. All counters are 64-bit and updated with atomic operations; every change of who owns what
-// (claiming a slot or a record, reclaiming a dead process's memory, checking a cap) happens under the card
-// lock. Liveness never trusts the file: a process holds a POSIX record lock on its slot's byte of the lock
-// range (beyond the end of the file) for as long as it lives, the kernel drops it when the process dies, and
-// anyone can test it (F_GETLK), whatever pid namespace it runs in. A slot whose lock is free belongs to no
-// one, whatever it says. A reader checks magic, version, sizes and every index before using anything.
+// process slots. Within a version, fields are only ever added in reserved (zeroed) bytes and the header's
+// minor_version says which are there; a reader takes any minor version of its layout version and reads a
+// field of a later minor as its zero default, so that guards and plugins of different releases share a file.
+// All counters are 64-bit and updated with atomic operations; every change of who owns what (claiming a slot
+// or a record, reclaiming a dead process's memory, checking a cap) happens under the card lock. Liveness
+// never trusts the file: a process holds a POSIX record lock on its slot's byte of the lock range (beyond the
+// end of the file) for as long as it lives, the kernel drops it when the process dies, and anyone can test it
+// (F_GETLK), whatever pid namespace it runs in. A slot whose lock is free belongs to no one, whatever it
+// says. A reader checks magic, version, sizes and every index before using anything.
 //
 // No exceptions, no logging, no allocation on the hot paths: this code runs inside arbitrary programs.
 #pragma once
@@ -23,6 +26,9 @@ namespace mgpu::guard {
 
 inline constexpr uint64_t kStateMagic = 0x314452474d47504dULL;  // "MPGMGRD1" read as little-endian
 inline constexpr uint32_t kStateVersion = 1;
+// 1: ContainerRecord.release_ns and flags, ProcessSlot.waiting; 2: StateHeader.nvml_period_us and
+// nvml_last_stamp_us
+inline constexpr uint32_t kStateMinorVersion = 2;
 inline constexpr uint32_t kMaxContainers = 32;
 inline constexpr uint32_t kMaxProcesses = 128;
 inline constexpr size_t kTokenBytes = 48;  // MGPU_CONTAINER_TOKEN, NUL-terminated
@@ -48,9 +54,13 @@ struct StateHeader {
   uint64_t last_refill_ns;         // when the compute budgets were last refilled
   uint64_t nvml_last_seen_us;      // newest NVML utilisation sample consumed
   uint32_t card_util_percent;      // the card's SM utilisation at the last refill
-  uint32_t reserved0;
-  uint64_t last_sample_ns;  // when NVML last had new samples
-  uint8_t reserved[80];
+  uint32_t minor_version;          // the newest minor version of the guards that used the file
+  uint64_t last_sample_ns;         // when NVML last had new samples
+  // Minor version 2:
+  uint32_t nvml_period_us;  // NVML's sample period on this card, learned from its stamps; 0: not yet
+  uint32_t reserved2;
+  uint64_t nvml_last_stamp_us;  // the newest sample's stamp charged; 0: none since the reads started over
+  uint8_t reserved[64];
 };
 
 struct ContainerRecord {
@@ -69,8 +79,19 @@ struct ContainerRecord {
   uint64_t launches_at_refill;
   uint32_t waiting;       // launches waiting right now
   uint32_t util_percent;  // measured SM utilisation at the last refill
-  uint8_t reserved[120];
+  // Minor version 1:
+  uint64_t release_ns;  // offline: how long online work must be idle before its launches go
+  uint32_t flags;       // kContainer* bits
+  uint32_t reserved1;
+  uint8_t reserved[104];
 };
+
+// ContainerRecord.flags
+inline constexpr uint32_t kContainerShareUnmeasured = 1;  // a process could not measure its use (no NVML)
+// The last refill found it idle or, under guaranteed-burst-share, using what the others left: credit beyond
+// its 100 ms burst is not kept when it next runs at its share (budget.h). A guard of an earlier release
+// ignores it.
+inline constexpr uint32_t kContainerSaved = 2;
 
 struct ProcessSlot {
   uint32_t in_use;
@@ -78,7 +99,10 @@ struct ProcessSlot {
   int32_t pid;         // in the process's own pid namespace (matched against NVML's samples)
   uint32_t reserved0;
   uint64_t used_bytes;  // live device memory of the process on this card
-  uint8_t reserved[40];
+  // Minor version 1:
+  uint32_t waiting;  // its launches waiting right now (taken back from its container's when it dies)
+  uint32_t reserved1;
+  uint8_t reserved[32];
 };
 
 struct StateFile {
@@ -101,6 +125,7 @@ void InitState(StateFile& file, const char* uuid);
 bool LockCard(int fd);
 void UnlockCard(int fd);
 bool TryLockSlot(int fd, uint32_t slot);
+void UnlockSlot(int fd, uint32_t slot);
 // True when some other process holds slot `slot`'s lock (a live process owns it).
 bool SlotHeld(int fd, uint32_t slot);
 // True when some other process holds any lock of the file (some guarded process is on the card).
@@ -124,6 +149,9 @@ struct ContainerSnapshot {
   uint64_t held_ns = 0;
   uint32_t waiting = 0;
   uint32_t util_percent = 0;
+  int64_t credit = 0;          // its compute budget, percent x microseconds
+  uint64_t release_ns = 0;     // offline: its release window (0: not known, a guard of minor version 0)
+  bool share_measured = true;  // false: a process of it could not measure its use, so the share is not held
 };
 struct CardSnapshot {
   std::string uuid;

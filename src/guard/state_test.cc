@@ -37,6 +37,16 @@ TEST(GuardState, RejectsWrongMagicVersionSizesAndTruncation) {
   EXPECT_STRNE(CheckState(*f, 10, kCard), "");
 }
 
+TEST(GuardState, AcceptsEveryMinorVersionOfItsLayout) {
+  // Minor versions only add fields in reserved bytes: a reader of any minor version takes them all.
+  for (uint32_t minor : {0u, kStateMinorVersion, kStateMinorVersion + 5}) {
+    auto f = Fresh();
+    f->header.minor_version = minor;
+    EXPECT_STREQ(CheckState(*f, kStateFileBytes, kCard), "") << minor;
+  }
+  EXPECT_EQ(Fresh()->header.minor_version, kStateMinorVersion);
+}
+
 TEST(GuardState, RejectsRecordsThatPointOutOfBounds) {
   auto f = Fresh();
   f->processes[3].in_use = 1;
@@ -53,10 +63,10 @@ TEST(GuardState, RejectsRecordsThatPointOutOfBounds) {
 
 TEST(GuardState, UsedBytesSumTheContainersSlots) {
   auto f = Fresh();
-  f->processes[0] = {1, 2, 10, 0, 100, {}};
-  f->processes[5] = {1, 2, 11, 0, 50, {}};
-  f->processes[6] = {1, 3, 12, 0, 7, {}};
-  f->processes[7] = {0, 2, 13, 0, 1000, {}};  // free slot: not counted
+  f->processes[0] = {1, 2, 10, 0, 100, 0, 0, {}};
+  f->processes[5] = {1, 2, 11, 0, 50, 0, 0, {}};
+  f->processes[6] = {1, 3, 12, 0, 7, 0, 0, {}};
+  f->processes[7] = {0, 2, 13, 0, 1000, 0, 0, {}};  // free slot: not counted
   EXPECT_EQ(ContainerUsedBytes(*f, 2), 150u);
   EXPECT_EQ(ContainerUsedBytes(*f, 3), 7u);
 }

@@ -11,6 +11,7 @@
 #include "common/config.h"
 #include "common/file.h"
 #include "common/manifest.h"
+#include "common/pod_facts.h"
 #include "common/scheduler.h"
 
 namespace mgpu {
@@ -78,11 +79,13 @@ int Run(int argc, char** argv) {
   int placed = 0, failed = 0;
   ModelPublisher publisher;
   Placement scratch;
-  std::vector<NodeDecision> decisions;
+  std::vector<NodeState*> candidates;
+  for (NodeState& node : *nodes) candidates.push_back(&node);
+  // Equal top scores: the first node listed.
+  const auto first = [](size_t) { return size_t{0}; };
   for (const ManifestPod& m : *pods) {
-    auto req = ParsePodRequest(m.pod, *config, m.workload);
-    const std::string key =
-        m.pod["metadata"].value("namespace", "") + "/" + m.pod["metadata"].value("name", "");
+    const PodFacts pod = ReadPod(m.pod, *config, m.workload);
+    const Result<PodRequest>& req = pod.request;
     if (!req.ok()) {
       std::cout << "REJECTED  " << req.message() << "\n";
       ++failed;
@@ -90,32 +93,22 @@ int Run(int argc, char** argv) {
     }
     if (!req->AsksForGpu()) continue;
     // Filter: learn the pod and decide every node; prioritize: the extender's scores; bind: the best node
-    // (ties: the first listed) gets the cards the model chooses.
-    const ModelPublisher::Published model =
-        publisher.Observe(*req, [&nodes] { return ClusterFreeCore(*nodes); });
-    decisions.clear();
-    for (const NodeState& node : *nodes)
-      decisions.push_back(Decide(node, *req, model.model.get(), /*with_reason=*/true, scratch));
-    const std::vector<int> scores = Scores(decisions);
-    size_t best = nodes->size();
-    std::string reasons;
-    for (size_t i = 0; i < decisions.size(); ++i) {
-      if (!decisions[i].fits) {
-        reasons += "\n          " + (*nodes)[i].name + ": " + decisions[i].reason;
-      } else if (best == nodes->size() || scores[i] > scores[best]) {
-        best = i;
-      }
-    }
-    if (best == nodes->size()) {
-      std::cout << "PENDING   " << key << " fits no node:" << reasons << "\n";
+    // gets the cards the model chooses.
+    const Result<Scheduled> scheduled = ScheduleOne(
+        candidates, *req, publisher, [&nodes] { return ClusterFreeCore(*nodes); }, /*with_reasons=*/true,
+        first, scratch);
+    if (!scheduled.ok()) return std::cerr << scheduled.message() << "\n", 1;
+    if (scheduled->node == Scheduled::kNowhere) {
+      std::string reasons;
+      for (size_t i = 0; i < nodes->size(); ++i)
+        reasons += "\n          " + (*nodes)[i].name + ": " + scheduled->decisions[i].reason;
+      std::cout << "PENDING   " << pod.key << " fits no node:" << reasons << "\n";
       ++failed;
       continue;
     }
-    NodeState& node = (*nodes)[best];
-    const Result<Assignment> assignment = Assign(node, *req, model.model.get());
-    if (!assignment.ok()) return std::cerr << assignment.message() << "\n", 1;
-    std::cout << "PLACED    " << key << " (" << Name(req->qos) << ", " << Name(req->compute_policy) << ") on "
-              << node.name << ": " << Shares(node, *assignment) << "\n";
+    const NodeState& node = (*nodes)[scheduled->node];
+    std::cout << "PLACED    " << pod.key << " (" << Name(req->qos) << ", " << Name(req->compute_policy)
+              << ") on " << node.name << ": " << Shares(node, scheduled->assignment) << "\n";
     ++placed;
   }
   std::cout << "\nnode       card  model                   health     core  reclaimed  memory MiB\n";

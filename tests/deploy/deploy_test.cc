@@ -191,21 +191,40 @@ class Deploy : public ::testing::Test {
 };
 
 // kubectl for `kubectl kustomize`: MGPU_KUBECTL, else the v1.36.2 one of ../shared/k8s/ (scripts/cluster.sh
-// binaries unpacks it once), else the one on PATH; empty when there is none.
-std::string Kubectl() {
+// binaries unpacks it once), else the one on PATH. Empty, with the reason in *why, when there is none or it is
+// older than 1.21: the kustomize inside kubectl 1.20 (Debian 12's kubernetes-client) cannot read folders
+// under `resources:`, which deploy/ lists there (`bases:` is deprecated).
+std::string Kubectl(std::string* why) {
   const char* env = std::getenv("MGPU_KUBECTL");
-  if (env && *env) return env;
+  std::string kubectl = env && *env ? env : "";
   testing::TempDir dir;
-  const std::string out = dir.path() + "/bin";
-  if (std::system(("bash " + (fs::path(MGPU_SOURCE_DIR) / "scripts" / "cluster.sh").string() +
-                   " binaries --state-dir " + dir.path() + " > " + out + " 2> /dev/null")
-                      .c_str()) == 0) {
-    std::string bin = ReadText(out);
-    while (!bin.empty() && bin.back() == '\n') bin.pop_back();
-    if (fs::exists(bin + "/kubectl")) return bin + "/kubectl";
+  if (kubectl.empty()) {
+    const std::string out = dir.path() + "/bin";
+    if (std::system(("bash " + (fs::path(MGPU_SOURCE_DIR) / "scripts" / "cluster.sh").string() +
+                     " binaries --state-dir " + dir.path() + " > " + out + " 2> /dev/null")
+                        .c_str()) == 0) {
+      std::string bin = ReadText(out);
+      while (!bin.empty() && bin.back() == '\n') bin.pop_back();
+      if (fs::exists(bin + "/kubectl")) kubectl = bin + "/kubectl";
+    }
   }
-  if (std::system("command -v kubectl > /dev/null 2>&1") == 0) return "kubectl";
-  return "";
+  if (kubectl.empty() && std::system("command -v kubectl > /dev/null 2>&1") == 0) kubectl = "kubectl";
+  if (kubectl.empty()) {
+    *why = "no kubectl (the archives of ../shared/k8s/, or a kubectl 1.21 or later on PATH)";
+    return "";
+  }
+  const std::string version = dir.path() + "/version.json";
+  int minor = 0;
+  if (std::system((kubectl + " version --client -o json > " + version + " 2> /dev/null").c_str()) == 0) {
+    const json v = json::parse(ReadText(version), nullptr, false);
+    if (v.contains("clientVersion")) minor = std::atoi(v["clientVersion"].value("minor", "0").c_str());
+  }
+  if (minor < 21) {
+    *why = kubectl + " is older than 1.21, and its kustomize cannot read the folders deploy/ lists under "
+                     "resources (set MGPU_KUBECTL to a newer kubectl)";
+    return "";
+  }
+  return kubectl;
 }
 
 // The objects `kubectl kustomize deploy/<root>` renders.
@@ -462,10 +481,9 @@ TEST_F(Deploy, EveryDaemonHasADebian12Dockerfile) {
 // scheduler-mode overlays to exactly the objects of deploy/'s files, which the tests above check; the
 // generated ConfigMaps carry the monitoring files as they are. Together the overlays cover every manifest.
 TEST_F(Deploy, KustomizeRendersExactlyTheManifests) {
-  const std::string kubectl = Kubectl();
-  if (kubectl.empty())
-    GTEST_SKIP() << "no kubectl (the archives of ../shared/k8s/, or Debian's kubernetes-client, which "
-                    "scripts/setup.sh installs)";
+  std::string why;
+  const std::string kubectl = Kubectl(&why);
+  if (kubectl.empty()) GTEST_SKIP() << why;
   const std::vector<std::string> roots = {".", "base", "overlays/scheduler-extender",
                                           "overlays/second-scheduler", "dra"};
   for (const std::string& root : roots) {
@@ -524,8 +542,9 @@ TEST_F(Deploy, KustomizeRendersExactlyTheManifests) {
 // gpuBackend static from where the DaemonSet mounts it, both daemons are on the node's network and reach the
 // API server on loopback, one extender replica.
 TEST_F(Deploy, StaticTestNodeOverlayIsTheBaseWithStaticCardsOnTheNodesNetwork) {
-  const std::string kubectl = Kubectl();
-  if (kubectl.empty()) GTEST_SKIP() << "no kubectl";
+  std::string why;
+  const std::string kubectl = Kubectl(&why);
+  if (kubectl.empty()) GTEST_SKIP() << why;
   EXPECT_EQ(patch_files_, 2) << "overlays/static-test-node/patches/";
   EXPECT_GE(inventories_, 1) << "overlays/static-test-node/inventory.yaml";
   const std::vector<json> base = Render(kubectl, "base");
@@ -587,8 +606,9 @@ TEST_F(Deploy, StaticTestNodeOverlayIsTheBaseWithStaticCardsOnTheNodesNetwork) {
 // container: in the base and every overlay, each daemon listens on that port, on every address (or, with
 // hostNetwork, possibly the node's); otherwise the probe fails and the kubelet restarts the daemon for ever.
 TEST_F(Deploy, ProbesReachTheAddressesTheDaemonsListenOn) {
-  const std::string kubectl = Kubectl();
-  if (kubectl.empty()) GTEST_SKIP() << "no kubectl";
+  std::string why;
+  const std::string kubectl = Kubectl(&why);
+  if (kubectl.empty()) GTEST_SKIP() << why;
   for (const std::string root : {"base", "overlays/second-scheduler", "overlays/static-test-node"}) {
     SCOPED_TRACE(root);
     const std::vector<json> docs = Render(kubectl, root);

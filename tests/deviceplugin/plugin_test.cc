@@ -50,7 +50,7 @@ class PluginTest : public ::testing::Test {
   Status StartPlugin(std::vector<Card> cards = TwoCards(), PendingPods* pods = nullptr) {
     backend_ = std::make_unique<StaticBackend>(cards);
     state_ = std::make_unique<DeviceState>(cards);
-    plugin_ = std::make_unique<DevicePlugin>(config_, *state_, pods);
+    plugin_ = std::make_unique<DevicePlugin>(config_, *state_, hand_off_, pods);
     health_ = std::make_unique<HealthWatcher>(*backend_, *state_);
     health_->Start();
     return plugin_->Start();
@@ -72,6 +72,7 @@ class PluginTest : public ::testing::Test {
   std::unique_ptr<test::FakeKubelet> kubelet_;
   std::unique_ptr<StaticBackend> backend_;
   std::unique_ptr<DeviceState> state_;
+  HandOff hand_off_;
   std::unique_ptr<DevicePlugin> plugin_;
   std::unique_ptr<HealthWatcher> health_;
 };
@@ -193,9 +194,7 @@ class OnePendingContainer : public PendingPods {
  public:
   explicit OnePendingContainer(PendingContainer c) : container_(std::move(c)) {}
   std::vector<PendingContainer> Candidates(Resource, int64_t) override { return {container_}; }
-  void Allocated(Resource r, const PendingContainer& c) override { allocated.push_back({r, c.pod}); }
   void Refused(Resource, const PendingContainer*, const std::string&) override {}
-  std::vector<std::pair<Resource, std::string>> allocated;
 
  private:
   const PendingContainer container_;
@@ -204,7 +203,7 @@ class OnePendingContainer : public PendingPods {
 TEST_F(PluginTest, PendingPodsAssignmentDecidesTheCards) {
   ASSERT_TRUE(kubelet_->Start().ok());
   // The extender put this container on card 1, where the allocator alone would choose card 0.
-  OnePendingContainer pods({"ns/assigned", "main", {CardShare{"GPU-bbbb", 20, 0, 2048}}, 1});
+  OnePendingContainer pods({"ns/assigned", "main", {CardShare{"GPU-bbbb", 20, 0, 2048}}, 1, "uid-assigned"});
   ASSERT_TRUE(StartPlugin(TwoCards(), &pods).ok());
   ASSERT_TRUE(kubelet_->WaitForRegistrations(3, kWait));
   ExpectListsOf(200, 16);
@@ -215,9 +214,14 @@ TEST_F(PluginTest, PendingPodsAssignmentDecidesTheCards) {
   EXPECT_EQ(a->envs["MGPU_VISIBLE_CARDS"], "GPU-bbbb");
   EXPECT_EQ(plugin_->Counts(Resource::kCore).preferred_matched, 1u);
   EXPECT_EQ(plugin_->Counts(Resource::kMemory).preferred_matched, 1u);
-  // Each Allocate is reported against the container its preference was matched to.
-  EXPECT_EQ(pods.allocated.size(), 2u);
-  for (const auto& [resource, pod] : pods.allocated) EXPECT_EQ(pod, "ns/assigned");
+  // Each Allocate is handed out to the container its preference was matched to.
+  const HandedOutCards handed = hand_off_.Unsettled(0);
+  EXPECT_EQ(handed.size(), 2u);
+  for (const auto& [to, cards] : handed) {
+    EXPECT_EQ(to.pod_uid, "uid-assigned");
+    EXPECT_EQ(to.container, "main");
+    EXPECT_EQ(cards, CardSet{"GPU-bbbb"});
+  }
 }
 
 class IsolationTest : public PluginTest, public ::testing::WithParamInterface<IsolationBackend> {};

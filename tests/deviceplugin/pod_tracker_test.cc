@@ -64,6 +64,7 @@ class PodTrackerTest : public ::testing::Test {
 
   void TearDown() override {
     tracker_.reset();
+    hand_off_.reset();
     poller_.reset();
   }
 
@@ -72,7 +73,8 @@ class PodTrackerTest : public ::testing::Test {
     poller_ = std::make_unique<PodResourcesPoller>(config_);
     poller_->Start();
     ASSERT_TRUE(poller_->WaitForAnswer(kWait));
-    tracker_ = std::make_unique<PodTracker>(config_, kNode, *client_, *poller_);
+    hand_off_ = std::make_unique<HandOff>([this] { return poller_->RequestsStarted(); });
+    tracker_ = std::make_unique<PodTracker>(config_, kNode, *client_, *poller_, *hand_off_);
     tracker_->Start();
     ASSERT_TRUE(WaitUntil([&] { return tracker_->Synced(); }, kWait));
   }
@@ -81,6 +83,13 @@ class PodTrackerTest : public ::testing::Test {
     auto created = api_.Create("pods", pod);
     EXPECT_TRUE(created.ok()) << created.message();
     return created.ok() ? (*created)["metadata"].value("uid", "") : "";
+  }
+
+  // What the resource servers do when the kubelet's Allocate takes the IDs preferred for `container`.
+  void HandOut(Resource resource, const PendingContainer& container) {
+    const std::vector<std::string> ids = {container.cards.front().uuid + "-c0"};
+    hand_off_->Matched(resource, ids, container);
+    hand_off_->Allocated(resource, ids, {container.cards.front().uuid}, HandOff::Clock::now());
   }
 
   // The pods offered for `size` devices of `resource`, as "namespace/name".
@@ -170,6 +179,7 @@ class PodTrackerTest : public ::testing::Test {
   std::unique_ptr<test::FakeKubelet> kubelet_;
   std::unique_ptr<kube::Client> client_;
   std::unique_ptr<PodResourcesPoller> poller_;
+  std::unique_ptr<HandOff> hand_off_;
   std::unique_ptr<PodTracker> tracker_;
 };
 
@@ -216,7 +226,7 @@ TEST_F(PodTrackerTest, AHandOutCountsUntilAnAnswerRequestedAfterIt) {
   const size_t lists = kubelet_->PodResourcesLists();
   ASSERT_TRUE(WaitUntil([&] { return kubelet_->PodResourcesLists() > lists; }, kWait));  // one in flight
   const uint64_t in_flight = poller_->RequestsStarted();
-  tracker_->Allocated(Resource::kCore, offered[0]);
+  HandOut(Resource::kCore, offered[0]);
   EXPECT_TRUE(Offered(Resource::kCore, 30).empty());
 
   // The answer to the request already in flight does not show the hand-out, and does not undo it.

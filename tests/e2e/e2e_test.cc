@@ -33,7 +33,7 @@ std::string ReadText(const std::string& path) {
 }
 
 const std::string kExamples = std::string(MGPU_SOURCE_DIR) + "/deploy/examples/";
-const std::string kSeeds = std::string(MGPU_SHARED_DIR) + "/fixtures/seed-scenarios/";
+const std::string kSeeds = std::string(MGPU_FIXTURES_DIR) + "/seed-scenarios/";
 
 std::vector<Card> Cards(const std::string& prefix, int count, const std::string& model, int64_t memory_mib) {
   std::vector<Card> cards;

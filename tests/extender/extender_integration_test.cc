@@ -9,10 +9,11 @@
 #include <thread>
 
 #include "common/codec.h"
+#include "common/kube/workload.h"
+#include "common/nodes_json.h"
+#include "common/test_objects.h"
 #include "extender/daemon.h"
 #include "extender/server.h"
-#include "common/test_objects.h"
-#include "common/kube/workload.h"
 #include "support/fake_apiserver.h"
 #include "support/test_certs.h"
 #include "support/test_env.h"
@@ -522,6 +523,51 @@ TEST(WorkloadResolverTest, ReadsTheDeploymentThroughItsReplicaSetAndRefreshesAft
   EXPECT_EQ(api.requests().size(), reads);
   now += std::chrono::seconds(1);
   EXPECT_EQ(resolver.Resolve(pod).at(qos), "reclaimed_cores");
+}
+
+// A request path reads a pod with the workload's annotations another thread resolved, waiting for that
+// thread when they were never read, and never calls the API server itself.
+TEST(WorkloadResolverTest, ARequestPathReadsWhatTheInformerResolvedWithoutCallingTheApiServer) {
+  FakeApiServer api;
+  ASSERT_TRUE(api.Start().ok());
+  const std::string policy = Config().Names().compute_policy;
+  ASSERT_TRUE(api.Create("statefulsets", {{"apiVersion", "apps/v1"},
+                                          {"kind", "StatefulSet"},
+                                          {"metadata",
+                                           {{"name", "db"},
+                                            {"namespace", "default"},
+                                            {"annotations", {{policy, "guaranteed-burst-share"}}}}}})
+                  .ok());
+  json pod = Pod("db-0", 0, 1000);
+  pod["spec"]["containers"][0]["resources"]["limits"] = {{Config().Names().reclaimed_core, "20"},
+                                                         {Config().Names().memory, "1000"}};
+  pod["metadata"]["ownerReferences"] = json::array(
+      {{{"apiVersion", "apps/v1"}, {"kind", "StatefulSet"}, {"name", "db"}, {"controller", true}}});
+  kube::ClusterConfig cluster;
+  cluster.server = api.url();
+  auto client = kube::Client::Create(cluster);
+  ASSERT_TRUE(client.ok()) << client.message();
+  kube::WorkloadResolver resolver(client->get());
+  const Config config;
+  EXPECT_FALSE(resolver.Known(pod).has_value());
+  // Nobody resolves it: the request path waits out its bound and reads the pod without the annotations.
+  const size_t before = api.requests().size();
+  const PodFacts alone = resolver.ReadKnown(pod, config, std::chrono::milliseconds(10));
+  EXPECT_EQ(api.requests().size(), before);
+  ASSERT_TRUE(alone.request.ok()) << alone.request.message();
+  EXPECT_EQ(alone.request->compute_policy, ComputePolicy::kFixedShare);  // the default
+  // The informer's thread resolves it while the request path waits.
+  std::thread informer([&] { (void)resolver.Read(pod, config); });
+  const PodFacts waited = resolver.ReadKnown(pod, config, std::chrono::seconds(30));
+  informer.join();
+  ASSERT_TRUE(resolver.Known(pod).has_value());
+  ASSERT_TRUE(waited.request.ok());
+  EXPECT_EQ(waited.request->compute_policy, ComputePolicy::kGuaranteedBurstShare);
+  const size_t after = api.requests().size();
+  const PodFacts known = resolver.ReadKnown(pod, config, std::chrono::seconds(30));
+  EXPECT_EQ(api.requests().size(), after);
+  ASSERT_TRUE(known.request.ok());
+  EXPECT_EQ(known.request->compute_policy, ComputePolicy::kGuaranteedBurstShare);
 }
 
 }  // namespace

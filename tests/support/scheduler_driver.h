@@ -1,7 +1,7 @@
 // A stand-in for kube-scheduler configured with the mgpu extender as deploy/ configures it
 // (nodeCacheCapable: true; filter, prioritize and bind verbs; the three resources managed), for the demo and
 // the end-to-end tests. One scheduling cycle per pod, with kube-scheduler v1.32's JSON (see
-// ../shared/fixtures/kube-scheduler): POST <url>/filter {"Pod", "Nodes": null, "NodeNames"}; POST
+// tests/fixtures/kube-scheduler): POST <url>/filter {"Pod", "Nodes": null, "NodeNames"}; POST
 // <url>/prioritize with the nodes that passed when more than one did, the highest score winning (ties: the
 // first by name, where kube-scheduler draws one at random); POST <url>/bind {"PodName", "PodNamespace",
 // "PodUID", "Node"}, the extender creating the Binding. A pod that fits nowhere gets kube-scheduler's message

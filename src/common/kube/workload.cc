@@ -12,45 +12,96 @@ nlohmann::json OwnerReferenceJson(const OwnerRef& owner) {
 
 }  // namespace
 
-Annotations WorkloadResolver::Resolve(const nlohmann::json& pod) {
-  const std::optional<OwnerRef> owner = ControllerOf(pod);
-  if (!owner || !client_) return {};
-  std::string ns = MetadataString(pod, "namespace");
+std::string WorkloadResolver::KeyOf(const nlohmann::json& pod, std::optional<OwnerRef>& owner,
+                                    std::string& ns) {
+  owner = ControllerOf(pod);
+  if (!owner) return "";
+  ns = MetadataString(pod, "namespace");
   if (ns.empty()) ns = "default";
-  const std::string key = ns + "/" + owner->kind + "/" + owner->name;
+  return ns + "/" + owner->kind + "/" + owner->name;
+}
+
+void WorkloadResolver::Store(const std::string& key, Entry entry) {
   {
     std::lock_guard lock(mu_);
-    if (auto it = cache_.find(key); it != cache_.end() && now_() - it->second.fetched < ttl_)
+    if (cache_.size() >= kMaxEntries)
+      std::erase_if(cache_, [&](const auto& e) { return entry.fetched - e.second.fetched >= ttl_; });
+    auto [it, added] = cache_.try_emplace(key, entry);
+    // A failed lookup leaves what was read before.
+    if (!added && (entry.read || !it->second.read)) it->second = std::move(entry);
+  }
+  stored_.notify_all();
+}
+
+Annotations WorkloadResolver::Resolve(const nlohmann::json& pod) {
+  std::optional<OwnerRef> owner;
+  std::string ns;
+  const std::string key = KeyOf(pod, owner, ns);
+  if (!owner || !client_) return {};
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = cache_.find(key);
+        it != cache_.end() && it->second.read && now_() - it->second.fetched < ttl_)
       return it->second.annotations;
   }
+  const auto failed = [&](const std::string& what, const std::string& why) {
+    spdlog::warn("pod={}/{} cannot read its {}: {}", ns, MetadataString(pod, "name"), what, why);
+    Store(key, Entry{{}, now_(), false});
+    return Annotations{};
+  };
   ApiResult object = client_->GetOwner(ns, OwnerReferenceJson(*owner));
-  if (!object.ok()) {
-    spdlog::warn("pod={}/{} cannot read its {} {}: {}", ns, MetadataString(pod, "name"), owner->kind,
-                 owner->name, object.message());
-    return {};
-  }
+  if (!object.ok()) return failed(owner->kind + " " + owner->name, object.message());
   Annotations annotations = AnnotationsOf(*object);
   if (owner->kind == "ReplicaSet") {
     // A Deployment's pods are owned by its ReplicaSet; the Deployment carries the annotations.
     if (std::optional<OwnerRef> deployment = ControllerOf(*object);
         deployment && deployment->kind == "Deployment") {
       ApiResult d = client_->GetOwner(ns, OwnerReferenceJson(*deployment));
-      if (!d.ok()) {
-        spdlog::warn("pod={}/{} cannot read Deployment {}: {}", ns, MetadataString(pod, "name"),
-                     deployment->name, d.message());
-        return {};
-      }
+      if (!d.ok()) return failed("Deployment " + deployment->name, d.message());
       Annotations from_deployment = AnnotationsOf(*d);
       from_deployment.merge(annotations);  // the Deployment's own keys first, then the ReplicaSet's
       annotations = std::move(from_deployment);
     }
   }
-  const auto now = now_();
-  std::lock_guard lock(mu_);
-  if (cache_.size() >= kMaxEntries)
-    std::erase_if(cache_, [&](const auto& entry) { return now - entry.second.fetched >= ttl_; });
-  cache_[key] = Entry{annotations, now};
+  Store(key, Entry{annotations, now_(), true});
   return annotations;
+}
+
+std::optional<Annotations> WorkloadResolver::Known(const nlohmann::json& pod) {
+  std::optional<OwnerRef> owner;
+  std::string ns;
+  const std::string key = KeyOf(pod, owner, ns);
+  if (!owner) return Annotations{};
+  std::lock_guard lock(mu_);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) return std::nullopt;
+  return it->second.annotations;
+}
+
+PodFacts WorkloadResolver::Read(const nlohmann::json& pod, const Config& config) {
+  return ReadPod(pod, config, NeedsWorkload(pod, config) ? Resolve(pod) : Annotations{});
+}
+
+PodFacts WorkloadResolver::ReadKnown(const nlohmann::json& pod, const Config& config,
+                                     std::chrono::milliseconds wait) {
+  if (!NeedsWorkload(pod, config)) return ReadPod(pod, config);
+  std::optional<OwnerRef> owner;
+  std::string ns;
+  const std::string key = KeyOf(pod, owner, ns);
+  Annotations annotations;
+  {
+    std::unique_lock lock(mu_);
+    const bool known = stored_.wait_for(lock, wait, [&] { return cache_.count(key) > 0; });
+    if (known) {
+      annotations = cache_.at(key).annotations;
+    } else {
+      spdlog::warn(
+          "pod={}/{} the annotations of its {} {} are not read yet (the pod watch is behind); read "
+          "without them",
+          ns, MetadataString(pod, "name"), owner->kind, owner->name);
+    }
+  }
+  return ReadPod(pod, config, annotations);
 }
 
 }  // namespace mgpu::kube

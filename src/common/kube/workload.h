@@ -1,17 +1,24 @@
 // The annotations of a pod's controlling workload (DESIGN §3: ReplicaSet → Deployment, StatefulSet, Job),
-// read through the API and kept per workload for a while (a minute by default), so the scheduler's retries
-// and a Deployment's replicas cost one lookup, and an edited annotation is seen within that time.
+// read through the API and kept per workload for a while (a minute by default), so a Deployment's replicas
+// cost one lookup and an edited annotation is seen within that time by the next read of one of its pods.
+// It reads pods at the edge with those annotations (ReadPod): Read() on the threads that may call the API
+// server (an informer's, a tool's), ReadKnown() on request paths, which never call it and instead wait,
+// briefly, for an informer's Read() of the same workload.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "common/config.h"
 #include "common/kube/client.h"
+#include "common/pod_facts.h"
 #include "common/request.h"
 
 namespace mgpu::kube {
@@ -23,19 +30,35 @@ class WorkloadResolver {
                             SteadyNow now = std::chrono::steady_clock::now)
       : client_(client), ttl_(ttl), now_(std::move(now)) {}
   // Empty when the pod has no controller or the lookup fails (logged; not remembered, so it is retried).
+  // Reads the API server when the workload's annotations are unknown or older than the TTL.
   Annotations Resolve(const nlohmann::json& pod);
+  // The annotations as last read, however old (empty after a failed first lookup, or with no controller);
+  // nullopt when the workload was never looked up. No API call.
+  std::optional<Annotations> Known(const nlohmann::json& pod);
+
+  // ReadPod with the workload's annotations when it needs them (NeedsWorkload), through Resolve.
+  PodFacts Read(const nlohmann::json& pod, const Config& config);
+  // ReadPod with the workload's annotations through Known, waiting up to `wait` for another thread's
+  // Resolve when they were never looked up; past it the pod is read without them, as after a failed lookup.
+  PodFacts ReadKnown(const nlohmann::json& pod, const Config& config, std::chrono::milliseconds wait);
 
  private:
   static constexpr size_t kMaxEntries = 20000;  // past this, expired entries are dropped
   struct Entry {
     Annotations annotations;
     std::chrono::steady_clock::time_point fetched;
+    bool read = true;  // false: the first lookup failed (Resolve tries again)
   };
+  // "namespace/Kind/name" of the pod's controller, or "" when it has none.
+  static std::string KeyOf(const nlohmann::json& pod, std::optional<OwnerRef>& owner, std::string& ns);
+  void Store(const std::string& key, Entry entry);
+
   kube::Client* client_;
   const std::chrono::seconds ttl_;
   const SteadyNow now_;
   std::mutex mu_;
-  std::map<std::string, Entry> cache_;  // "namespace/Kind/name" of the pod's controller
+  std::condition_variable stored_;  // an entry was stored
+  std::map<std::string, Entry> cache_;
 };
 
 }  // namespace mgpu::kube

@@ -1,8 +1,12 @@
 // A fake libcuda.so.1 for the guard's tests: the functions the guard hooks or calls, with made-up device
 // addresses (no memory behind them), a memory total, counters, and a launch log. Configured by the
 // environment: FAKE_CUDA_UUIDS (comma-separated card UUIDs, one device each), FAKE_CUDA_DEVICE (the current
-// device), FAKE_CUDA_TOTAL_MIB (memory per device, default 81920), FAKE_CUDA_LOG (a file each launch appends
-// "launch <FAKE_CUDA_TAG> <CLOCK_MONOTONIC ns>" to).
+// device), FAKE_CUDA_TOTAL_MIB (memory per device, default 81920), FAKE_CUDA_LOST (a file: while it exists
+// the card is gone, launches and cuCtxGetDevice fail), FAKE_CUDA_LOG (a file each launch appends
+// "launch <FAKE_CUDA_TAG> <CLOCK_MONOTONIC ns>" to). cuGetProcAddress answers as a CUDA 12 or 13 driver does:
+// a base name gets its newest version not newer than the version asked for (cuMemAlloc -> cuMemAlloc_v2 from
+// 3.2, cuGetProcAddress -> cuGetProcAddress_v2 from 12.0), and the per-thread-stream form (_ptsz) with
+// flag 2.
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,7 +56,14 @@ CUresult Give(uint64_t address) {
   return CUDA_SUCCESS;
 }
 
+// FAKE_CUDA_LOST: a file whose existence means the card fell off the bus.
+bool Lost() {
+  const char* lost = getenv("FAKE_CUDA_LOST");
+  return lost && access(lost, F_OK) == 0;
+}
+
 CUresult Launched() {
+  if (Lost()) return CUDA_ERROR_DEVICE_UNAVAILABLE;
   ++g_launches;
   if (const char* log = getenv("FAKE_CUDA_LOG")) {
     const char* tag = getenv("FAKE_CUDA_TAG");
@@ -75,8 +86,31 @@ CUresult Launched() {
 FAKE_EXPORT CUresult cuInit(unsigned) { return CUDA_SUCCESS; }
 
 FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice* device) {
+  if (Lost()) return CUDA_ERROR_DEVICE_UNAVAILABLE;
   const char* d = getenv("FAKE_CUDA_DEVICE");
   *device = d ? atoi(d) : 0;
+  return CUDA_SUCCESS;
+}
+
+// What a program's start needs (bench/gpu/startup_probe.cc runs over this driver too).
+FAKE_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice) {
+  static int primary;
+  *context = reinterpret_cast<CUcontext>(&primary);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+FAKE_EXPORT CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }
+FAKE_EXPORT CUresult cuGraphCreate(void** graph, unsigned) {
+  static int empty;
+  *graph = &empty;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, void* graph, unsigned long long) {
+  *exec = reinterpret_cast<CUgraphExec>(graph);
   return CUDA_SUCCESS;
 }
 
@@ -151,6 +185,29 @@ FAKE_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_
   *array = reinterpret_cast<CUmipmappedArray>(a);
   return r;
 }
+FAKE_EXPORT CUresult cuMemAllocPitch(unsigned int* dptr, unsigned int* pitch, unsigned int width,
+                                     unsigned int height, unsigned) {
+  *pitch = (width + 511) / 512 * 512;
+  unsigned long long a = 0;
+  const CUresult r = Take(uint64_t{*pitch} * height, &a);
+  if (r == CUDA_SUCCESS) *dptr = static_cast<unsigned int>(a);
+  return r;
+}
+FAKE_EXPORT CUresult cuArrayCreate(CUarray* array, const CUDA_ARRAY_DESCRIPTOR_v1* d) {
+  unsigned long long a = 0;
+  const CUresult r =
+      Take(uint64_t{d->Width} * d->Height * mgpu::guard::ArrayElementBytes(d->Format, d->NumChannels), &a);
+  *array = reinterpret_cast<CUarray>(a);
+  return r;
+}
+FAKE_EXPORT CUresult cuArray3DCreate(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR_v1* d) {
+  unsigned long long a = 0;
+  const CUresult r = Take(
+      uint64_t{d->Width} * d->Height * d->Depth * mgpu::guard::ArrayElementBytes(d->Format, d->NumChannels),
+      &a);
+  *array = reinterpret_cast<CUarray>(a);
+  return r;
+}
 FAKE_EXPORT CUresult cuMemFree(unsigned int dptr) { return Give(dptr); }
 FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) { return Give(dptr); }
 FAKE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) { return Give(dptr); }
@@ -197,6 +254,14 @@ FAKE_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned, unsign
 }
 FAKE_EXPORT CUresult cuGraphLaunch(CUgraphExec, CUstream) { return Launched(); }
 FAKE_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec, CUstream) { return Launched(); }
+FAKE_EXPORT CUresult cuGraphUpload(CUgraphExec, CUstream) { return Launched(); }
+FAKE_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec, CUstream) { return Launched(); }
+FAKE_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS*, unsigned, unsigned) {
+  return Launched();
+}
+FAKE_EXPORT CUresult cuLaunch(CUfunction) { return Launched(); }
+FAKE_EXPORT CUresult cuLaunchGrid(CUfunction, int, int) { return Launched(); }
+FAKE_EXPORT CUresult cuLaunchGridAsync(CUfunction, int, int, CUstream) { return Launched(); }
 
 FAKE_EXPORT uint64_t fakeCudaLiveBytes() { return g_live_bytes; }
 FAKE_EXPORT uint64_t fakeCudaLaunches() { return g_launches; }
@@ -212,8 +277,9 @@ namespace {
 CUresult InternalMemAlloc(CUdeviceptr* dptr, size_t bytes) { return Take(bytes, dptr); }
 CUresult InternalMemFree(CUdeviceptr dptr) { return Give(dptr); }
 
-// Like the real driver: a base name answers its newest version (cuMemAlloc -> cuMemAlloc_v2 from 3.2 on).
-void* Lookup(const char* symbol, int cuda_version) {
+// Like the real driver: a base name answers its newest version not newer than `cuda_version`, and with flag 2
+// its per-thread-stream form where there is one.
+void* Lookup(const char* symbol, int cuda_version, cuuint64_t flags) {
   if (getenv("FAKE_CUDA_PROC_INTERNAL") && cuda_version >= 3020) {
     if (strcmp(symbol, "cuMemAlloc") == 0) return reinterpret_cast<void*>(&InternalMemAlloc);
     if (strcmp(symbol, "cuMemFree") == 0) return reinterpret_cast<void*>(&InternalMemFree);
@@ -225,43 +291,61 @@ void* Lookup(const char* symbol, int cuda_version) {
       F(cuDeviceGetUuid),
       F(cuMemAlloc),
       F(cuMemAlloc_v2),
+      F(cuMemAllocPitch),
       F(cuMemAllocPitch_v2),
       F(cuMemAllocManaged),
       F(cuMemAllocAsync),
+      F(cuMemAllocAsync_ptsz),
       F(cuMemAllocFromPoolAsync),
+      F(cuMemAllocFromPoolAsync_ptsz),
       F(cuMemCreate),
+      F(cuArrayCreate),
       F(cuArrayCreate_v2),
+      F(cuArray3DCreate),
       F(cuArray3DCreate_v2),
       F(cuMipmappedArrayCreate),
       F(cuMemFree),
       F(cuMemFree_v2),
       F(cuMemFreeAsync),
+      F(cuMemFreeAsync_ptsz),
       F(cuMemRelease),
       F(cuArrayDestroy),
       F(cuMipmappedArrayDestroy),
       F(cuMemGetInfo),
       F(cuMemGetInfo_v2),
       F(cuLaunchKernel),
+      F(cuLaunchKernel_ptsz),
       F(cuLaunchKernelEx),
+      F(cuLaunchKernelEx_ptsz),
       F(cuLaunchCooperativeKernel),
+      F(cuLaunchCooperativeKernel_ptsz),
+      F(cuLaunchCooperativeKernelMultiDevice),
       F(cuGraphLaunch),
+      F(cuGraphLaunch_ptsz),
+      F(cuGraphUpload),
+      F(cuGraphUpload_ptsz),
+      F(cuLaunch),
+      F(cuLaunchGrid),
+      F(cuLaunchGridAsync),
       F(cuGetProcAddress),
       F(cuGetProcAddress_v2),
 #undef F
   };
   const std::string name(symbol);
-  if (cuda_version >= 3020) {
-    auto v2 = table.find(name + "_v2");
-    if (v2 != table.end() && name != "cuGetProcAddress") return v2->second;
+  const bool v2 = name == "cuGetProcAddress" ? cuda_version >= 12000 : cuda_version >= 3020;
+  for (const std::string& candidate :
+       {(flags & 2) ? name + "_ptsz" : std::string(), v2 ? name + "_v2" : std::string(), name}) {
+    if (candidate.empty()) continue;
+    auto it = table.find(candidate);
+    if (it != table.end()) return it->second;
   }
-  auto it = table.find(name);
-  return it == table.end() ? nullptr : it->second;
+  return nullptr;
 }
 
 }  // namespace
 
-FAKE_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t) {
-  *pfn = Lookup(symbol, cuda_version);
+FAKE_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags) {
+  *pfn = Lookup(symbol, cuda_version, flags);
   return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 

@@ -1,0 +1,51 @@
+#include "common/filter.h"
+
+namespace mgpu {
+
+std::vector<const NodeView*> UsableNodes(const ClusterView& view, const std::vector<std::string>& names) {
+  std::vector<const NodeView*> nodes(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    const NodeView* node = view.Find(names[i]);
+    if (node && node->problem.empty()) nodes[i] = node;
+  }
+  return nodes;
+}
+
+FilterVerdicts FilterPod(const ClusterView& view, const std::vector<std::string>& names,
+                         const Result<PodRequest>& pod, ModelPublisher& model, DecisionMemo& memo,
+                         const Config& config) {
+  FilterVerdicts result;
+  if (!pod.ok()) {
+    for (const std::string& n : names) result.unresolvable[n] = pod.message();
+    return result;
+  }
+  result.passed.reserve(names.size());
+  if (!pod->AsksForGpu()) {
+    for (size_t i = 0; i < names.size(); ++i) result.passed.push_back(i);
+    return result;
+  }
+  const ModelPublisher::Published published =
+      model.Observe(*pod, [&view] { return view.FreeCoreByProduct(); });
+  const std::vector<const NodeView*> nodes = UsableNodes(view, names);
+  const std::vector<NodeDecision> decisions =
+      memo.Decide(view, nodes, *pod, published.model.get(), published.version, /*with_reasons=*/true);
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    if (decisions[i].fits) {
+      result.passed.push_back(i);
+    } else if (nodes[i]) {
+      result.failed[name] = decisions[i].reason;
+      ++result.insufficient;
+    } else if (const NodeView* bad = view.Find(name)) {
+      result.failed[name] = bad->problem;
+      ++result.bad_inventory;
+    } else {
+      result.failed[name] = "node " + name + " has no " + config.Names().gpu_inventory +
+                            " annotation: no mgpu-device-plugin there";
+      ++result.no_inventory;
+    }
+  }
+  return result;
+}
+
+}  // namespace mgpu

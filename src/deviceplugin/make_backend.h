@@ -1,0 +1,16 @@
+// Choosing the hardware backend by config, apart from the GpuBackend interface so that the interface's
+// users never include both implementations.
+#pragma once
+
+#include <memory>
+
+#include "common/config.h"
+#include "common/result.h"
+#include "deviceplugin/gpu_backend.h"
+
+namespace mgpu::dp {
+
+// The backend devicePlugin.gpuBackend names: static (the cards of devicePlugin.staticInventoryFile) or nvml.
+Result<std::unique_ptr<GpuBackend>> MakeBackend(const DevicePluginConfig& config);
+
+}  // namespace mgpu::dp
