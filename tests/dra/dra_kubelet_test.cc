@@ -68,6 +68,9 @@ class DraKubelet : public ::testing::Test {
         << "/dra-cards.yaml\n"
         << "dra:\n  kubeletRootDir: " << state << "/kubelet\n  cdiDirectory: " << state << "/cdi\n"
         << "  stateDirectory: " << state << "/dra\n";
+    // A fresh node: no checkpoint or CDI spec of an earlier run in the same state folder.
+    std::filesystem::remove_all(state + "/dra");
+    std::filesystem::remove_all(state + "/cdi");
     StartDaemon();
   }
 
