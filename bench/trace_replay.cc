@@ -16,11 +16,18 @@
 // applied (Assign). As in kube-scheduler, equal top scores are broken at random. Card choice inside the node
 // is mgpu's binpack (best fit), also the paper's default, except under the fragmentation policy.
 //
+// DRA mode (docs/dra.md, issue 29): kube-scheduler's own allocator picks the card, by first fit over the
+// devices in the order the node's driver lists them; the node is still chosen by mgpu's prioritize (the
+// extender scoring the nodes as under mgpu-fragmentation). dra-firstfit lists the cards by index, as mgpu's
+// driver does; dra-fullest-first lists them fullest first (the order a driver could keep by publishing its
+// slices again after every change), so that first fit behaves like best fit. Node feasibility is the same as
+// mgpu's: the devices' capacities and sharing counter keep the same per-card rules.
+//
 // Offline is no policy: the pods that have arrived at the 100 % mark (and all of them, for 130 %) are
 // packed at once. Offline-arrival packs them the same way but in arrival order: what knowing the whole list
 // buys without choosing the order.
 //
-//   build/bench/mgpu_trace_replay [--traces default,gpushare40] [--policies bestfit,offline,offline-arrival]
+//   build/bench/mgpu_trace_replay [--traces default,gpushare40] [--policies bestfit,dra-firstfit,offline]
 //                                 [--seeds 10]
 //                                 [--first-seed 42] [--trace-dir DIR] [--threads 2] [--limit N]
 #include <algorithm>
@@ -129,15 +136,25 @@ enum class Policy {
   kBinpack,
   kSpread,
   kFragmentation,
+  kDraFirstFit,
+  kDraFullestFirst,
+  kDraKube,
   kOffline,
   kOfflineArrival,
   kDefrag  // --departures only: mgpu-fragmentation, carrying out defragmentation plans
 };
 const std::vector<std::pair<Policy, std::string>> kPolicies = {
-    {Policy::kRandom, "Random"},      {Policy::kBestFit, "BestFit"},
-    {Policy::kPacking, "Packing"},    {Policy::kBinpack, "mgpu-binpack"},
-    {Policy::kSpread, "mgpu-spread"}, {Policy::kFragmentation, "mgpu-fragmentation"},
-    {Policy::kOffline, "Offline"},    {Policy::kOfflineArrival, "Offline-arrival"},
+    {Policy::kRandom, "Random"},
+    {Policy::kBestFit, "BestFit"},
+    {Policy::kPacking, "Packing"},
+    {Policy::kBinpack, "mgpu-binpack"},
+    {Policy::kSpread, "mgpu-spread"},
+    {Policy::kFragmentation, "mgpu-fragmentation"},
+    {Policy::kDraFirstFit, "dra-firstfit"},
+    {Policy::kDraFullestFirst, "dra-fullest-first"},
+    {Policy::kDraKube, "dra-kube"},
+    {Policy::kOffline, "Offline"},
+    {Policy::kOfflineArrival, "Offline-arrival"},
     {Policy::kDefrag, "mgpu-defrag"}};
 
 // Pod kinds for the failure breakdown.
@@ -278,6 +295,17 @@ int64_t PackingScore(const SimNode& n, const PodRequest& r) {
   return std::max<int64_t>(100 - left_on_used / 10, 100 / 2);
 }
 
+// kube-scheduler's default node score for a pod without mgpu's extender: NodeResourcesFit (LeastAllocated:
+// the mean free share of CPU and memory after the pod, 0..100) plus NodeResourcesBalancedAllocation (100 less
+// the spread of the two used shares, 0..100).
+int64_t KubeDefaultScore(const SimNode& n, const TracePod& p) {
+  const double cpu_used = 1.0 - static_cast<double>(n.cpu_left - p.cpu_milli) / n.trace->cpu_milli;
+  const double mem_used = 1.0 - static_cast<double>(n.memory_left - p.memory_mib) / n.trace->memory_mib;
+  const double least = ((1 - cpu_used) + (1 - mem_used)) / 2 * 100;
+  const double balanced = (1 - std::abs(cpu_used - mem_used) / 2) * 100;
+  return static_cast<int64_t>(least) + static_cast<int64_t>(balanced);
+}
+
 // Random's card choice: any card that can take a sharing pod; whole cards as the allocator picks them.
 Result<Assignment> RandomCard(const NodeState& node, const PodRequest& req, std::mt19937_64& rng) {
   const ContainerRequest& c = req.containers[0];
@@ -289,6 +317,50 @@ Result<Assignment> RandomCard(const NodeState& node, const PodRequest& req, std:
   if (fits.empty()) return Error{"no card"};
   const CardState* card = fits[std::uniform_int_distribution<size_t>(0, fits.size() - 1)(rng)];
   return Assignment{{{c.name, {{card->card.uuid, c.core, 0, 0}}}}};
+}
+
+// kube-scheduler's DRA allocator on mgpu's devices: every container's share on the first cards, in `order`
+// (positions into node.cards), that can take it. A card takes a share when the allocator's per-card rules
+// admit it there (the rules the devices' capacities and sharing counter carry).
+Result<Assignment> FirstFitCards(const NodeState& node, const PodRequest& pod,
+                                 const std::vector<int>& order) {
+  NodeState scratch = node;
+  Assignment out;
+  for (const ContainerRequest& c : pod.containers) {
+    PodRequest one = pod;
+    one.containers = {c};
+    ContainerRequest& share = one.containers[0];
+    share.core = c.CorePerCard();
+    share.reclaimed_core = c.ReclaimedCorePerCard();
+    share.memory_mib = c.MemoryPerCardMiB();
+    share.card_count = 1;
+    ContainerAssignment chosen{c.name, {}};
+    for (int pos : order) {
+      if (static_cast<int>(chosen.cards.size()) == c.card_count) break;
+      const CardShare card{scratch.cards[pos].card.uuid, share.core, share.reclaimed_core, share.memory_mib};
+      NodeState probe = scratch;
+      if (Apply(probe, one, Assignment{{ContainerAssignment{c.name, {card}}}}).ok())
+        chosen.cards.push_back(card);
+    }
+    if (static_cast<int>(chosen.cards.size()) < c.card_count) return Error{"no first fit"};
+    out.containers.push_back(std::move(chosen));
+  }
+  return out;
+}
+
+// The order a DRA driver lists a node's cards in: by index, or fullest first (most online core taken, then
+// memory, then index).
+std::vector<int> DeviceOrder(const NodeState& node, bool fullest_first) {
+  std::vector<int> order(node.cards.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  if (fullest_first) {
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      const CardUsage &x = node.cards[a].usage, &y = node.cards[b].usage;
+      if (x.core != y.core) return x.core > y.core;
+      return x.memory_mib > y.memory_mib;
+    });
+  }
+  return order;
 }
 
 constexpr int kMark100 = 20, kMark130 = 26;  // threshold indices of the 100 % and 130 % marks
@@ -496,12 +568,13 @@ class Scheduler {
  public:
   Scheduler(Policy policy, std::vector<SimNode>& nodes, std::mt19937_64& rng)
       : policy_(policy),
+        dra_(policy == Policy::kDraFirstFit || policy == Policy::kDraFullestFirst || policy == Policy::kDraKube),
         mgpu_policy_(policy == Policy::kBinpack || policy == Policy::kSpread ||
-                     policy == Policy::kFragmentation),
+                     policy == Policy::kFragmentation || (dra_ && policy != Policy::kDraKube)),
         nodes_(nodes),
         rng_(rng) {
     if (policy == Policy::kSpread) node_policy_ = NodePolicy::kSpread;
-    if (policy == Policy::kFragmentation) node_policy_ = NodePolicy::kFragmentation;
+    if (policy == Policy::kFragmentation || dra_) node_policy_ = NodePolicy::kFragmentation;
     for (const SimNode& n : nodes_) free_core_[n.gpu.product] += 100.0 * n.trace->gpus;
   }
 
@@ -510,7 +583,7 @@ class Scheduler {
     PodRequest req = RequestOf(p);
     req.uid = uid;
     req.node_policy = node_policy_;
-    if (policy_ == Policy::kFragmentation) req.card_policy = CardPolicy::kFragmentation;
+    if (policy_ == Policy::kFragmentation || dra_) req.card_policy = CardPolicy::kFragmentation;
     return req;
   }
 
@@ -528,6 +601,7 @@ class Scheduler {
         feasible_.push_back(i);
         candidates_.push_back(&nodes_[i].gpu);
       }
+      if (dra_) return ScheduleDra(p, req, cards);
       Result<Scheduled> scheduled = ScheduleOne(
           candidates_, req, publisher_, [this] { return free_core_; },
           /*with_reasons=*/false, random_pick_, placed_);
@@ -552,6 +626,7 @@ class Scheduler {
       int64_t score = 0;
       if (policy_ == Policy::kBestFit) score = BestFitScore(n, p, req);
       if (policy_ == Policy::kPacking) score = PackingScore(n, req);
+      if (policy_ == Policy::kDraKube) score = KubeDefaultScore(n, p);
       scores_.push_back(score);
       feasible_.push_back(i);
     }
@@ -566,9 +641,10 @@ class Scheduler {
       }
     }
     // Equal top scores: the paper's simulator takes the first node in name order (its baselines only
-    // reproduce that way). Random scores all alike.
+    // reproduce that way); kube-scheduler picks one at random. Random scores all alike.
     if (best_.empty()) return SIZE_MAX;
-    pick = policy_ == Policy::kRandom ? best_[random_pick_(best_.size())] : best_[0];
+    pick = policy_ == Policy::kRandom || dra_ ? best_[random_pick_(best_.size())] : best_[0];
+    if (dra_) return BindFirstFit(pick, p, req, cards) ? pick : SIZE_MAX;
     SimNode& n = nodes_[pick];
     Result<Assignment> chosen = Assignment{};
     if (req.AsksForGpu()) {
@@ -606,7 +682,45 @@ class Scheduler {
   const WorkloadModel* model() const { return publisher_.Current().model.get(); }
 
  private:
+  // DRA with mgpu's prioritize: the extender's decisions and scores over the feasible nodes pick the node,
+  // then kube-scheduler's allocator takes the first cards there that fit.
+  size_t ScheduleDra(const TracePod& p, const PodRequest& req, Assignment& cards) {
+    const ModelPublisher::Published model = publisher_.Observe(req, [this] { return free_core_; });
+    std::vector<NodeDecision> decisions;
+    decisions.reserve(candidates_.size());
+    for (const NodeState* node : candidates_)
+      decisions.push_back(Decide(*node, req, model.model.get(), /*with_reason=*/false, placed_));
+    const std::vector<int> extender = Scores(decisions);
+    best_.clear();
+    int best_score = -1;
+    for (size_t k = 0; k < candidates_.size(); ++k) {
+      if (!decisions[k].fits || extender[k] < best_score) continue;
+      if (extender[k] > best_score) best_.clear();
+      best_score = extender[k];
+      best_.push_back(feasible_[k]);
+    }
+    if (best_.empty()) return SIZE_MAX;
+    const size_t pick = best_[random_pick_(best_.size())];
+    return BindFirstFit(pick, p, req, cards) ? pick : SIZE_MAX;
+  }
+
+  // kube-scheduler's DRA allocator on node `i`: the first cards that fit, in the order the driver lists them
+  // (fullest first for dra-fullest-first). False when none fit where mgpu's own choice would (not seen on
+  // openb).
+  bool BindFirstFit(size_t i, const TracePod& p, const PodRequest& req, Assignment& cards) {
+    SimNode& n = nodes_[i];
+    Result<Assignment> chosen =
+        req.AsksForGpu() ? FirstFitCards(n.gpu, req, DeviceOrder(n.gpu, policy_ == Policy::kDraFullestFirst))
+                         : Result<Assignment>(Assignment{});
+    if (!chosen.ok()) return false;
+    if (req.AsksForGpu()) free_core_[n.gpu.product] -= 100.0 * GpusOf(p);
+    Bind(n, p, req, chosen);
+    cards = std::move(*chosen);
+    return true;
+  }
+
   const Policy policy_;
+  const bool dra_;
   const bool mgpu_policy_;
   NodePolicy node_policy_ = NodePolicy::kBinpack;
   std::vector<SimNode>& nodes_;
@@ -1026,7 +1140,7 @@ int Main(int argc, char** argv) {
     } else {
       std::cerr
           << "usage: mgpu_trace_replay [--traces a,b] [--policies random,bestfit,packing,binpack,spread,"
-             "fragmentation,offline,offline-arrival,defrag] "
+             "fragmentation,dra-firstfit,dra-fullest-first,dra-kube,offline,offline-arrival,defrag] "
              "[--seeds N] [--first-seed S] [--gen-seed S] [--trace-dir DIR] [--threads N] [--limit PODS] "
              "[--departures [--cluster-share F]]\n";
       return 2;

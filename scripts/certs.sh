@@ -6,7 +6,8 @@
 # mgpu-extender-tls the extender Deployment mounts, with ca.crt for the second scheduler) and caBundle (the
 # base64 CA for the ValidatingWebhookConfiguration), and prints the caBundle.
 # With --apply, also creates or replaces the Secret and sets the caBundle of every webhook of the
-# ValidatingWebhookConfiguration mgpu-scheduler-extender, with kubectl's current context.
+# ValidatingWebhookConfiguration mgpu-scheduler-extender (and, where deploy/dra/ is applied, of the
+# Validating- and MutatingWebhookConfiguration mgpu-scheduler-extender-dra), with kubectl's current context.
 # Replacement mode: copy ca.crt to /etc/kubernetes/mgpu/ca.crt on the control-plane nodes (the kube-scheduler
 # config's tlsConfig.caFile).
 # With --keep, a CA and certificate already in the output folder are kept (made only when missing), e.g. when a
@@ -68,12 +69,22 @@ b64 "$out/ca.crt" >"$out/caBundle"
 
 if $apply; then
   kubectl apply -f "$out/secret.yaml"
-  count=$(kubectl get validatingwebhookconfiguration "$service" -o jsonpath='{range .webhooks[*]}x{end}')
-  patch=""
-  for ((i = 0; i < ${#count}; i++)); do
-    patch+="${patch:+,}{\"op\":\"add\",\"path\":\"/webhooks/$i/clientConfig/caBundle\",\"value\":\"$(cat "$out/caBundle")\"}"
+  # The validating webhook of deploy/extender/, and the DRA mode's two of deploy/dra/ where they are applied.
+  for config in "validatingwebhookconfiguration $service" "validatingwebhookconfiguration $service-dra" \
+    "mutatingwebhookconfiguration $service-dra"; do
+    # shellcheck disable=SC2086
+    if ! count=$(kubectl get $config -o jsonpath='{range .webhooks[*]}x{end}' 2>/dev/null); then
+      [ "$config" = "validatingwebhookconfiguration $service" ] || continue
+      echo "certs.sh: there is no $config; apply deploy/ first" >&2
+      exit 1
+    fi
+    patch=""
+    for ((i = 0; i < ${#count}; i++)); do
+      patch+="${patch:+,}{\"op\":\"add\",\"path\":\"/webhooks/$i/clientConfig/caBundle\",\"value\":\"$(cat "$out/caBundle")\"}"
+    done
+    # shellcheck disable=SC2086
+    kubectl patch $config --type=json -p "[$patch]"
   done
-  kubectl patch validatingwebhookconfiguration "$service" --type=json -p "[$patch]"
 fi
 echo "certs.sh: wrote $out/{ca.crt,ca.key,tls.crt,tls.key,secret.yaml,caBundle}; caBundle:"
 cat "$out/caBundle"

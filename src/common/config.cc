@@ -186,6 +186,7 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
   });
   r.Map("devicePlugin", [&](MapReader& m) {
     auto& p = c.device_plugin;
+    m.Enum("mode", p.mode, ParseNodeMode, "device-plugin, dra");
     m.String("nodeName", p.node_name);
     m.String("devicePluginDir", p.device_plugin_dir);
     m.String("podResourcesSocket", p.pod_resources_socket);
@@ -195,6 +196,12 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
     m.Int("podResourcesPollMs", p.pod_resources_poll_ms, 10, 600000);
     m.Int("pendingPodWaitMs", p.pending_pod_wait_ms, 0, 600000);
     m.Int("nodeHeartbeatSeconds", p.node_heartbeat_seconds, 1, 86400);
+  });
+  r.Map("dra", [&](MapReader& m) {
+    m.String("kubeletRootDir", c.dra.kubelet_root_dir);
+    m.String("cdiDirectory", c.dra.cdi_directory);
+    m.String("stateDirectory", c.dra.state_directory);
+    m.String("deviceRoot", c.dra.device_root);
   });
   r.Map("extender", [&](MapReader& m) {
     auto& e = c.extender;
@@ -230,6 +237,14 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
             "), so that one client never holds every worker";
   }
   if (error.empty()) error = CheckIsolation(c.isolation);
+  for (const auto& [key, path] :
+       {std::pair<const char*, const std::string&>{"kubeletRootDir", c.dra.kubelet_root_dir},
+        {"cdiDirectory", c.dra.cdi_directory},
+        {"stateDirectory", c.dra.state_directory},
+        {"deviceRoot", c.dra.device_root}}) {
+    if (error.empty() && (path.empty() || path[0] != '/'))
+      error = std::string("dra.") + key + " must be an absolute path, got \"" + path + "\"";
+  }
   if (!error.empty()) return Error{std::string(source) + ": " + error};
   return c;
 }
@@ -238,6 +253,14 @@ Result<Config> LoadConfigFile(const std::string& path) {
   Result<std::string> text = ReadFile(path);
   if (!text.ok()) return Error{"cannot read config file " + path};
   return ParseConfig(*text, path);
+}
+
+std::string_view Name(NodeMode mode) { return mode == NodeMode::kDra ? "dra" : "device-plugin"; }
+
+std::optional<NodeMode> ParseNodeMode(std::string_view text) {
+  if (text == "device-plugin") return NodeMode::kDevicePlugin;
+  if (text == "dra") return NodeMode::kDra;
+  return std::nullopt;
 }
 
 std::string_view ShortName(Resource resource) {

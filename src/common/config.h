@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -54,7 +55,14 @@ struct IsolationConfig {
   std::string guard_library_source = "/usr/local/lib/mgpu/libmgpu-guard.so";
 };
 
+// How the node daemon serves the node's cards: through the kubelet's device-plugin API (DESIGN.md) or as a
+// DRA driver (docs/dra.md). A node serves its cards one way only.
+enum class NodeMode { kDevicePlugin, kDra };
+std::string_view Name(NodeMode mode);
+std::optional<NodeMode> ParseNodeMode(std::string_view text);
+
 struct DevicePluginConfig {
+  NodeMode mode = NodeMode::kDevicePlugin;
   std::string node_name;  // empty: from NODE_NAME in the environment
   std::string device_plugin_dir = "/var/lib/kubelet/device-plugins";
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
@@ -64,6 +72,14 @@ struct DevicePluginConfig {
   int pod_resources_poll_ms = 1000;
   int pending_pod_wait_ms = 5000;   // bounded wait for the pod a kubelet call belongs to
   int node_heartbeat_seconds = 60;  // how often the node's inventory annotation is refreshed
+};
+
+// The DRA mode's node side (docs/dra.md §1).
+struct DraConfig {
+  std::string kubelet_root_dir = "/var/lib/kubelet";  // plugins_registry/ and plugins/<driver>/ under it
+  std::string cdi_directory = "/var/run/cdi";         // where containerd reads CDI specs
+  std::string state_directory = "/var/lib/mgpu/dra";  // the prepared claims' checkpoint
+  std::string device_root = "/dev";                   // where the host's device nodes are seen
 };
 
 struct ExtenderConfig {
@@ -103,6 +119,7 @@ struct Config {
   NodePolicy default_node_policy = NodePolicy::kFragmentation;
   IsolationConfig isolation;
   DevicePluginConfig device_plugin;
+  DraConfig dra;
   ExtenderConfig extender;
 
   ResourceNames Names() const { return ResourceNames(resource_domain); }

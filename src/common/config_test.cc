@@ -180,6 +180,11 @@ TEST(Config, TheDocumentedExampleLoadsAndMatchesTheDefaults) {
   EXPECT_EQ(c->extender.http_connections_per_client, d.extender.http_connections_per_client);
   EXPECT_EQ(c->extender.max_pods, d.extender.max_pods);
   EXPECT_EQ(c->extender.events_per_second, d.extender.events_per_second);
+  EXPECT_EQ(c->device_plugin.mode, d.device_plugin.mode);
+  EXPECT_EQ(c->dra.kubelet_root_dir, d.dra.kubelet_root_dir);
+  EXPECT_EQ(c->dra.cdi_directory, d.dra.cdi_directory);
+  EXPECT_EQ(c->dra.state_directory, d.dra.state_directory);
+  EXPECT_EQ(c->dra.device_root, d.dra.device_root);
 }
 
 }  // namespace
@@ -204,6 +209,38 @@ TEST(Config, ListenAddressesParseOneWayEverywhere) {
     EXPECT_NE(got.message().find("x.listenAddress \"" + std::string(bad) + "\""), std::string::npos)
         << got.message();
   }
+}
+
+}  // namespace
+}  // namespace mgpu
+
+namespace mgpu {
+namespace {
+
+TEST(Config, ReadsTheDraKeys) {
+  auto defaults = ParseConfig("");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->device_plugin.mode, NodeMode::kDevicePlugin);
+  EXPECT_EQ(defaults->dra.kubelet_root_dir, "/var/lib/kubelet");
+  EXPECT_EQ(defaults->dra.cdi_directory, "/var/run/cdi");
+  auto c = ParseConfig(R"(
+devicePlugin: {mode: dra}
+dra: {kubeletRootDir: /k, cdiDirectory: /etc/cdi, stateDirectory: /s, deviceRoot: /host/dev}
+)");
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_EQ(c->device_plugin.mode, NodeMode::kDra);
+  EXPECT_EQ(c->dra.kubelet_root_dir, "/k");
+  EXPECT_EQ(c->dra.cdi_directory, "/etc/cdi");
+  EXPECT_EQ(c->dra.state_directory, "/s");
+  EXPECT_EQ(c->dra.device_root, "/host/dev");
+
+  auto bad_mode = ParseConfig("devicePlugin: {mode: both}");
+  ASSERT_FALSE(bad_mode.ok());
+  EXPECT_NE(bad_mode.message().find("devicePlugin.mode must be one of device-plugin, dra"), std::string::npos)
+      << bad_mode.message();
+  auto relative = ParseConfig("dra: {cdiDirectory: cdi}");
+  ASSERT_FALSE(relative.ok());
+  EXPECT_NE(relative.message().find("dra.cdiDirectory must be an absolute path"), std::string::npos);
 }
 
 }  // namespace

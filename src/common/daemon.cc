@@ -1,8 +1,14 @@
 #include "common/daemon.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 namespace mgpu {
 
@@ -37,6 +43,26 @@ int TerminationSignals::Wait() {
   int signal = 0;
   sigwait(&set_, &signal);
   return signal;
+}
+
+Result<FileLock> FileLock::Take(const std::string& path, const std::string& holder_hint) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Error{"cannot open the lock file " + path + ": " + std::strerror(errno)};
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    close(fd);
+    if (err == EWOULDBLOCK) return Error{path + " is locked: " + holder_hint};
+    return Error{"cannot lock " + path + ": " + std::strerror(err)};
+  }
+  return FileLock(fd);
+}
+
+void FileLock::Release() {
+  if (fd_ < 0) return;
+  close(fd_);  // drops the flock
+  fd_ = -1;
 }
 
 }  // namespace mgpu

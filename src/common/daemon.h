@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/result.h"
+
 namespace mgpu {
 
 inline constexpr int kExitUsage = 2;
@@ -30,6 +32,22 @@ class TerminationSignals {
 
  private:
   sigset_t set_;
+};
+
+// An exclusive lock on a file (flock), held until the process exits or Release: how a node daemon makes sure
+// it is the only one serving the node's cards (docs/dra.md §1). Creates the file and its folder. Fails with
+// one sentence naming `holder_hint` when another process (or another lock in this one) holds it.
+class FileLock {
+ public:
+  static Result<FileLock> Take(const std::string& path, const std::string& holder_hint);
+  FileLock(FileLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  FileLock& operator=(FileLock&&) = delete;
+  ~FileLock() { Release(); }
+  void Release();
+
+ private:
+  explicit FileLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
 };
 
 }  // namespace mgpu

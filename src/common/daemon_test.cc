@@ -1,6 +1,9 @@
 #include "common/daemon.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include "common/clock.h"
 #include "common/metrics_text.h"
@@ -31,6 +34,24 @@ TEST(Daemon, TerminationSignalsReturnTheSignalRaised) {
   TerminationSignals signals;
   ASSERT_EQ(raise(SIGTERM), 0);  // blocked: stays pending until Wait takes it
   EXPECT_EQ(signals.Wait(), SIGTERM);
+}
+
+// A node daemon's lock: a second holder, even in this process, is refused with the sentence given; once
+// released it can be taken again.
+TEST(Daemon, FileLockHasOneHolderAtATime) {
+  char dir[] = "/tmp/mgpu-lock-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/sub/node.lock";  // the folder is made
+  auto first = FileLock::Take(path, "another daemon serves this node");
+  ASSERT_TRUE(first.ok()) << first.message();
+  auto second = FileLock::Take(path, "another daemon serves this node");
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.message(), path + " is locked: another daemon serves this node");
+  first->Release();
+  EXPECT_TRUE(FileLock::Take(path, "x").ok());
+  std::remove(path.c_str());
+  rmdir((std::string(dir) + "/sub").c_str());
+  rmdir(dir);
 }
 
 TEST(MetricsText, EscapesLabelValues) {

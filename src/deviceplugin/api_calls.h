@@ -15,6 +15,9 @@ inline constexpr kube::ApiCall kApiCalls[] = {
     {"apps", "statefulsets", "get"},
     {"apps", "daemonsets", "get"},
     {"batch", "jobs", "get"},
+    // At start, a node that served its cards through DRA before loses its slices (docs/dra.md §1).
+    {"resource.k8s.io", "resourceslices", "list"},
+    {"resource.k8s.io", "resourceslices", "delete"},
 };
 
 }  // namespace mgpu::dp

@@ -1,5 +1,6 @@
 #include "deviceplugin/environment.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -87,6 +88,28 @@ ContainerEnvironment BuildEnvironment(const ResourceAllocation& allocation, cons
       break;
   }
   return out;
+}
+
+ContainerEnvironment BuildContainerEnvironment(const std::vector<Card>& cards, Resource core_resource,
+                                               int64_t core_per_card, int64_t memory_per_card_mib,
+                                               const IsolationConfig& isolation, ComputePolicy compute_policy,
+                                               const std::string& container_token) {
+  ContainerEnvironment merged;
+  for (const auto& [resource, amount] :
+       {std::pair{core_resource, core_per_card}, {Resource::kMemory, memory_per_card_mib}}) {
+    ContainerEnvironment one =
+        BuildEnvironment(ResourceAllocation{resource, cards, amount}, isolation, compute_policy);
+    merged.envs.insert(one.envs.begin(), one.envs.end());  // an existing key keeps its first value
+    for (ContainerMount& m : one.mounts) {
+      const bool seen = std::any_of(merged.mounts.begin(), merged.mounts.end(), [&](const ContainerMount& k) {
+        return k.container_path == m.container_path;
+      });
+      if (!seen) merged.mounts.push_back(std::move(m));
+    }
+  }
+  if (!container_token.empty() && merged.envs.count("MGPU_CONTAINER_TOKEN"))
+    merged.envs["MGPU_CONTAINER_TOKEN"] = container_token;
+  return merged;
 }
 
 }  // namespace mgpu::dp

@@ -48,6 +48,17 @@ struct ContainerEnvironment {
 ContainerEnvironment BuildEnvironment(const ResourceAllocation& allocation, const IsolationConfig& isolation,
                                       ComputePolicy compute_policy);
 
+// What a container holding `cards` with `core_per_card` of `core_resource` (mgpu-core, or reclaimed-mgpu-core
+// for an offline container) and `memory_per_card_mib` is handed in all: BuildEnvironment of both resources,
+// merged as the kubelet merges the Allocate responses of one container (the first value of a variable wins;
+// a mount with the same container path is kept once). With the mgpu backend, `container_token` (non-empty)
+// replaces the random MGPU_CONTAINER_TOKEN. The DRA mode's CDI spec of a claim carries exactly this
+// (docs/dra.md §5), so a claim and a device-plugin container of the same share get the same limits.
+ContainerEnvironment BuildContainerEnvironment(const std::vector<Card>& cards, Resource core_resource,
+                                               int64_t core_per_card, int64_t memory_per_card_mib,
+                                               const IsolationConfig& isolation, ComputePolicy compute_policy,
+                                               const std::string& container_token = "");
+
 // hami-core and mgpu: the host file, beside the preloaded library, that is mounted as the container's
 // /etc/ld.so.preload; its content is the library's path, the same inside the container as on the host.
 std::string PreloadHostPath(const std::string& library_path);

@@ -1,13 +1,19 @@
 // mgpu-device-plugin: advertises a node's cards to the kubelet as mgpu-core, mgpu-memory and
 // reclaimed-mgpu-core, hands containers their cards and isolation environment, and publishes the node's
-// inventory and the pods' real allocations to the API server. Reads flags and starts a dp::Daemon.
-//   mgpu-device-plugin [--config FILE] [--kubeconfig FILE] [--node-name NAME] [--list-gpus] [--version]
+// inventory and the pods' real allocations to the API server. Reads flags and starts a dp::Daemon; with
+// --mode dra (or devicePlugin.mode: dra) it is the node's DRA driver instead and starts a dra::Daemon
+// (docs/dra.md). Either way it first locks <isolation.guardStateDirectory>/.node-daemon.lock, so that one
+// node never serves its cards both ways.
+//   mgpu-device-plugin [--config FILE] [--kubeconfig FILE] [--node-name NAME] [--mode device-plugin|dra]
+//                      [--list-gpus] [--version]
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "common/config.h"
@@ -15,13 +21,15 @@
 #include "common/kube/kubeconfig.h"
 #include "deviceplugin/daemon.h"
 #include "deviceplugin/make_backend.h"
+#include "dra/daemon.h"
 
 int main(int argc, char** argv) {
   using namespace mgpu;
   std::map<std::string, std::string> flags;
-  if (!ParseFlags(argc, argv, {"config", "kubeconfig", "node-name"}, {"list-gpus", "version"}, flags)) {
+  if (!ParseFlags(argc, argv, {"config", "kubeconfig", "node-name", "mode"}, {"list-gpus", "version"},
+                  flags)) {
     std::cerr << "usage: mgpu-device-plugin [--config FILE] [--kubeconfig FILE] [--node-name NAME] "
-                 "[--list-gpus] [--version]\n";
+                 "[--mode device-plugin|dra] [--list-gpus] [--version]\n";
     return kExitUsage;
   }
   if (flags.count("version")) {
@@ -32,6 +40,15 @@ int main(int argc, char** argv) {
   if (!config.ok()) {
     std::cerr << "mgpu-device-plugin: " << config.message() << '\n';
     return kExitConfig;
+  }
+  if (!flags["mode"].empty()) {
+    auto mode = ParseNodeMode(flags["mode"]);
+    if (!mode) {
+      std::cerr << "mgpu-device-plugin: --mode must be device-plugin or dra, got \"" << flags["mode"]
+                << "\"\n";
+      return kExitUsage;
+    }
+    config->device_plugin.mode = *mode;
   }
   std::string node = flags["node-name"].empty() ? config->device_plugin.node_name : flags["node-name"];
   if (node.empty() && std::getenv("NODE_NAME")) node = std::getenv("NODE_NAME");
@@ -62,15 +79,44 @@ int main(int argc, char** argv) {
     return kExitConfig;
   }
 
-  TerminationSignals signals;  // before any thread starts
-  dp::Daemon daemon(std::move(*config), node, std::move(*backend));
-  if (Status s = daemon.Start(std::move(*cluster)); !s.ok()) {
-    spdlog::error("node={} {}", node, s.message());
+  const NodeMode mode = config->device_plugin.mode;
+  auto lock =
+      FileLock::Take(config->isolation.guard_state_directory + "/.node-daemon.lock",
+                     "another mgpu node daemon serves this node's cards (a node serves them through the "
+                     "device plugin or DRA, never both)");
+  if (!lock.ok()) {
+    std::cerr << "mgpu-device-plugin: " << lock.message() << '\n';
+    return kExitServe;
+  }
+  TerminationSignals signals;  // before any thread starts (the API client's resolver starts some)
+  if (mode == NodeMode::kDevicePlugin) {
+    // A node that served its cards through DRA before: its slices must not offer them a second way.
+    kube::ClientOptions options;
+    options.request_timeout = std::chrono::seconds(5);
+    if (auto client = kube::Client::Create(*cluster, options); client.ok()) {
+      auto removed = dra::RemoveNodeSlices(**client, node, *config);
+      if (removed.ok() && *removed > 0) spdlog::info("node={} removed {} DRA ResourceSlices", node, *removed);
+    }
+  }
+
+  std::unique_ptr<dp::Daemon> plugin;
+  std::unique_ptr<dra::Daemon> driver;
+  Status started;
+  if (mode == NodeMode::kDra) {
+    driver = std::make_unique<dra::Daemon>(std::move(*config), node, std::move(*backend));
+    started = driver->Start(std::move(*cluster));
+  } else {
+    plugin = std::make_unique<dp::Daemon>(std::move(*config), node, std::move(*backend));
+    started = plugin->Start(std::move(*cluster));
+  }
+  if (!started.ok()) {
+    spdlog::error("node={} {}", node, started.message());
     return kExitServe;
   }
   const int signal = signals.Wait();
   spdlog::info("node={} signal {}: stopping", node, signal);
-  daemon.Stop();
+  if (driver) driver->Stop();
+  if (plugin) plugin->Stop();
   spdlog::info("node={} stopped", node);
   return 0;
 }

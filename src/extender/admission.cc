@@ -85,50 +85,85 @@ std::string Judge(const Subject& subject, const Config& config, const WorkloadLo
   return refusal;
 }
 
-AdmissionReply Respond(const std::string& uid, int code, const std::string& refusal) {
-  json response = {{"uid", uid}, {"allowed", refusal.empty()}};
-  if (!refusal.empty()) response["status"] = {{"code", code}, {"message", refusal}};
-  return {200, json{{"apiVersion", kApiVersion}, {"kind", "AdmissionReview"}, {"response", response}}.dump()};
-}
-
 AdmissionReply BadRequest(const std::string& sentence) { return {400, sentence + "\n"}; }
+
+std::string EncodeBase64(const std::string& bytes) {
+  static constexpr char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const uint32_t n = (static_cast<uint8_t>(bytes[i]) << 16) |
+                       (i + 1 < bytes.size() ? static_cast<uint8_t>(bytes[i + 1]) << 8 : 0) |
+                       (i + 2 < bytes.size() ? static_cast<uint8_t>(bytes[i + 2]) : 0);
+    out += kDigits[(n >> 18) & 63];
+    out += kDigits[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? kDigits[(n >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kDigits[n & 63] : '=';
+  }
+  return out;
+}
 
 }  // namespace
 
+Result<json> AdmissionRequestOf(const std::string& body, AdmissionReply& bad_request) {
+  json review = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (review.is_discarded()) {
+    bad_request =
+        BadRequest("the request body is not JSON; an admission.k8s.io/v1 AdmissionReview was expected");
+    return Error{bad_request.body};
+  }
+  if (!review.is_object() || review.value("apiVersion", json()) != kApiVersion ||
+      review.value("kind", json()) != "AdmissionReview") {
+    bad_request =
+        BadRequest("the request body is not an admission.k8s.io/v1 AdmissionReview (apiVersion " +
+                   At(review, {"apiVersion"}).dump() + ", kind " + At(review, {"kind"}).dump() + ")");
+    return Error{bad_request.body};
+  }
+  const json& uid = At(review, {"request", "uid"});
+  if (!uid.is_string() || uid.get<std::string>().empty()) {
+    bad_request = BadRequest("the AdmissionReview has no request.uid");
+    return Error{bad_request.body};
+  }
+  return std::move(review["request"]);
+}
+
+AdmissionReply AdmissionAnswer(const std::string& uid, int code, const std::string& refusal,
+                               const json& patch) {
+  json response = {{"uid", uid}, {"allowed", refusal.empty()}};
+  if (!refusal.empty()) response["status"] = {{"code", code}, {"message", refusal}};
+  if (refusal.empty() && patch.is_array() && !patch.empty()) {
+    response["patchType"] = "JSONPatch";
+    response["patch"] = EncodeBase64(patch.dump());
+  }
+  return {200, json{{"apiVersion", kApiVersion}, {"kind", "AdmissionReview"}, {"response", response}}.dump()};
+}
+
 AdmissionReply ReviewAdmission(const std::string& body, const Config& config,
                                const WorkloadLookup& workload) {
-  const json review = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (review.is_discarded())
-    return BadRequest("the request body is not JSON; an admission.k8s.io/v1 AdmissionReview was expected");
-  if (!review.is_object() || review.value("apiVersion", json()) != kApiVersion ||
-      review.value("kind", json()) != "AdmissionReview")
-    return BadRequest("the request body is not an admission.k8s.io/v1 AdmissionReview (apiVersion " +
-                      At(review, {"apiVersion"}).dump() + ", kind " + At(review, {"kind"}).dump() + ")");
-  const json& uid = At(review, {"request", "uid"});
-  if (!uid.is_string() || uid.get<std::string>().empty())
-    return BadRequest("the AdmissionReview has no request.uid");
-
-  const json& request = review["request"];
+  AdmissionReply bad_request;
+  Result<json> parsed = AdmissionRequestOf(body, bad_request);
+  if (!parsed.ok()) return bad_request;
+  const json& request = *parsed;
+  const std::string uid = kube::StringAt(request, {"uid"});
   const std::string operation = kube::StringAt(request, {"operation"});
-  if (operation != "CREATE" && operation != "UPDATE") return Respond(uid, 200, "");
+  if (operation != "CREATE" && operation != "UPDATE") return AdmissionAnswer(uid, 200, "");
   const json& object = At(request, {"object"});
   if (!object.is_object())
-    return Respond(uid, 400, "the AdmissionReview's request.object is not a JSON object");
-  if (!At(object, {"metadata", "deletionTimestamp"}).is_null()) return Respond(uid, 200, "");
+    return AdmissionAnswer(uid, 400, "the AdmissionReview's request.object is not a JSON object");
+  if (!At(object, {"metadata", "deletionTimestamp"}).is_null()) return AdmissionAnswer(uid, 200, "");
 
   const std::string group = kube::StringAt(request, {"kind", "group"});
   const std::string kind = kube::StringAt(request, {"kind", "kind"});
   std::string ns = kube::StringAt(request, {"namespace"});
   if (ns.empty()) ns = kube::MetadataString(object, "namespace");
   const std::optional<Subject> subject = SubjectOf(object, group, kind, ns);
-  if (!subject) return Respond(uid, 200, "");
+  if (!subject) return AdmissionAnswer(uid, 200, "");
   if (operation == "UPDATE") {
     const json& old_object = At(request, {"oldObject"});
     std::optional<Subject> old =
         old_object.is_object() ? SubjectOf(old_object, group, kind, ns) : std::nullopt;
-    if (old && SameToTheRules(*old, *subject)) return Respond(uid, 200, "");
+    if (old && SameToTheRules(*old, *subject)) return AdmissionAnswer(uid, 200, "");
   }
-  return Respond(uid, 403, Judge(*subject, config, workload));
+  return AdmissionAnswer(uid, 403, Judge(*subject, config, workload));
 }
 
 }  // namespace mgpu::extender

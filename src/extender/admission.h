@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/config.h"
 #include "common/cluster_cache.h"
+#include "common/config.h"
 
 namespace mgpu::extender {
 
@@ -27,5 +27,12 @@ struct AdmissionReply {
 };
 
 AdmissionReply ReviewAdmission(const std::string& body, const Config& config, const WorkloadLookup& workload);
+
+// The AdmissionReview envelope, shared with the DRA webhooks (dra_admission.h): the request of a body that is
+// an admission.k8s.io/v1 AdmissionReview with a request.uid, or the 400 reply saying why not; and the reply
+// to one (`refusal` empty: allowed, with a JSON patch when `patch` is an array of operations).
+Result<nlohmann::json> AdmissionRequestOf(const std::string& body, AdmissionReply& bad_request);
+AdmissionReply AdmissionAnswer(const std::string& uid, int code, const std::string& refusal,
+                               const nlohmann::json& patch = nullptr);
 
 }  // namespace mgpu::extender

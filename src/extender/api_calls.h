@@ -23,4 +23,9 @@ inline constexpr kube::ApiCall kApiCalls[] = {
     {"coordination.k8s.io", "leases", "update"},
 };
 
+// The DRA mode's /mutate (deploy/dra/ grants it): the ResourceClaimTemplates the pods it rewrites name.
+inline constexpr kube::ApiCall kDraApiCalls[] = {
+    {"resource.k8s.io", "resourceclaimtemplates", "create"},
+};
+
 }  // namespace mgpu::extender

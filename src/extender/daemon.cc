@@ -55,8 +55,8 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
                                                std::chrono::seconds(config_.extender.lease_duration_seconds));
     elector_->Start();
   }
-  extender_ = std::make_unique<Extender>(*cache_, client_.get(), workloads_.get(), metrics_,
-                                         [this] { return Leader(); }, events_.get());
+  extender_ = std::make_unique<Extender>(
+      *cache_, client_.get(), workloads_.get(), metrics_, [this] { return Leader(); }, events_.get());
 
   // The informers' edge: each event's object is read once into facts (a pod with its workload's annotations,
   // resolved here on the informer's thread, outside every lock) and the cache takes the facts.
@@ -91,7 +91,12 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   pods_->Start();
   server_ = std::make_unique<HttpServer>(
       *extender_, *cache_, metrics_, [this] { return Ready(); },
-      [this](const nlohmann::json& pod) { return workloads_->Resolve(pod); });
+      [this](const nlohmann::json& pod) { return workloads_->Resolve(pod); },
+      [this](const std::string& ns, const nlohmann::json& claim_template) -> Status {
+        kube::ApiResult r = client_->Create(kube::kResourceClaimTemplates, ns, claim_template);
+        if (r.ok() || r.http_status() == 409) return Status::Ok();  // 409: it exists already
+        return r.error();
+      });
   return server_->Start(config_.extender.listen_address, config_.extender);
 }
 

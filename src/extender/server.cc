@@ -31,12 +31,13 @@ std::string RenderHeap() {
 }  // namespace
 
 HttpServer::HttpServer(Extender& extender, ClusterCache& cache, Metrics& metrics, std::function<bool()> ready,
-                       WorkloadLookup workload)
+                       WorkloadLookup workload, TemplateWriter templates)
     : extender_(extender),
       cache_(cache),
       metrics_(metrics),
       ready_(std::move(ready)),
-      workload_(std::move(workload)) {}
+      workload_(std::move(workload)),
+      templates_(std::move(templates)) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -133,6 +134,17 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
          }));
   s.Post("/validate", verb("validate", [this](const httplib::Request& req, httplib::Response& res) {
            const AdmissionReply reply = ReviewAdmission(req.body, cache_.config(), workload_);
+           res.status = reply.status;
+           res.set_content(reply.body, reply.status == 200 ? kJson : "text/plain");
+         }));
+  s.Post("/mutate", verb("mutate", [this](const httplib::Request& req, httplib::Response& res) {
+           const AdmissionReply reply = MutatePodForDra(req.body, cache_.config(), workload_, templates_);
+           res.status = reply.status;
+           res.set_content(reply.body, reply.status == 200 ? kJson : "text/plain");
+         }));
+  s.Post("/validate-claims",
+         verb("validate-claims", [this](const httplib::Request& req, httplib::Response& res) {
+           const AdmissionReply reply = ReviewClaimAdmission(req.body, cache_.config());
            res.status = reply.status;
            res.set_content(reply.body, reply.status == 200 ? kJson : "text/plain");
          }));

@@ -32,6 +32,9 @@ constexpr KindInfo kKinds[] = {
     {"apps/v1", "statefulsets", "StatefulSet", true},
     {"apps/v1", "daemonsets", "DaemonSet", true},
     {"batch/v1", "jobs", "Job", true},
+    {"resource.k8s.io/v1", "resourceslices", "ResourceSlice", false},
+    {"resource.k8s.io/v1", "resourceclaims", "ResourceClaim", true},
+    {"resource.k8s.io/v1", "resourceclaimtemplates", "ResourceClaimTemplate", true},
 };
 
 const KindInfo* FindKind(std::string_view plural) {
@@ -581,7 +584,8 @@ Result<Json> FakeApiServer::Update(const std::string& resource, Json object) {
   const KindInfo* kind = FindKind(resource);
   std::string ns = kube::MetadataString(object, "namespace");
   if (kind != nullptr && kind->namespaced && ns.empty()) ns = "default";
-  Outcome out = UpdateLocked(resource, ns, kube::MetadataString(object, "name"), std::move(object));
+  const std::string name = kube::MetadataString(object, "name");  // before the move below (argument order)
+  Outcome out = UpdateLocked(resource, ns, name, std::move(object));
   if (out.code >= 300) return Error{out.body.value("message", "update failed")};
   return out.body;
 }

@@ -1,7 +1,7 @@
 // An in-process Kubernetes API server for tests: real HTTP(S) on 127.0.0.1 at the real REST paths.
 // Contract:
-//  - Stores nodes, pods, events, leases, replicasets, deployments, statefulsets, daemonsets and jobs as JSON,
-//  with
+//  - Stores nodes, pods, events, leases, replicasets, deployments, statefulsets, daemonsets, jobs,
+//  resourceslices, resourceclaims and resourceclaimtemplates as JSON, with
 //    one global resourceVersion counter (like etcd). Create/replace/merge-patch/JSON-patch/delete over HTTP
 //    or through the C++ calls below, with the API server's semantics: 409 AlreadyExists, 409 Conflict on a
 //    stale resourceVersion (also one inside a merge patch), 404 NotFound, each failure answered with a Status

@@ -205,9 +205,38 @@ class ApiNodes {
         lease = renewed.ok() ? renewed.value() : Json();
         if (!renewed.ok()) spdlog::warn("node={} lease not renewed: {}", node, renewed.message());
       }
+      ReportReadyAgain();
       std::unique_lock<std::mutex> lock(mu_);
       leases_.WaitFor(
           lock, std::chrono::duration_cast<std::chrono::milliseconds>(round + lease_renew_ - Clock::now()));
+    }
+  }
+
+  // What a kubelet does when the node lifecycle controller marked its node's Ready condition Unknown (a round
+  // of lease renewals that came too late on a loaded machine): it posts Ready again. A lease alone never
+  // brings a node back, and a NotReady node stays tainted unreachable.
+  void ReportReadyAgain() {
+    kube::ApiResult nodes = client_.ListNodes({.label_selector = "mgpu.io/api-only=true"});
+    if (!nodes.ok()) return;
+    const std::set<std::string> mine(nodes_.begin(), nodes_.end());
+    for (const Json& n : nodes->value("items", Json::array())) {
+      const std::string name = n["metadata"].value("name", "");
+      if (!mine.count(name)) continue;
+      bool ready = false;
+      for (const Json& c : n.value("status", Json::object()).value("conditions", Json::array()))
+        ready |= c.value("type", "") == "Ready" && c.value("status", "") == "True";
+      if (ready) continue;
+      const std::string now = kube::NowRfc3339();
+      const Json condition = {{"type", "Ready"},          {"status", "True"},
+                              {"reason", "KubeletReady"}, {"message", "an API-only node of mgpu-api-nodes"},
+                              {"lastHeartbeatTime", now}, {"lastTransitionTime", now}};
+      kube::ApiResult patched = client_.MergePatch(
+          kube::kNodes, "", name, {{"status", {{"conditions", Json::array({condition})}}}}, "status");
+      if (patched.ok()) {
+        spdlog::info("node={} Ready again", name);
+      } else {
+        spdlog::warn("node={} Ready not reported: {}", name, patched.message());
+      }
     }
   }
 

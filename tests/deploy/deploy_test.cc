@@ -68,7 +68,9 @@ const std::set<std::string> kClusterScoped = {"Namespace",
                                               "PriorityClass",
                                               "CustomResourceDefinition",
                                               "RuntimeClass",
-                                              "ValidatingWebhookConfiguration"};
+                                              "ValidatingWebhookConfiguration",
+                                              "MutatingWebhookConfiguration",
+                                              "DeviceClass"};
 const std::set<std::string> kComponentConfigs = {"KubeSchedulerConfiguration"};
 const std::set<std::string> kWorkloads = {"Deployment", "DaemonSet", "StatefulSet", "Job"};
 
@@ -498,7 +500,7 @@ TEST_F(Deploy, KustomizeRendersExactlyTheManifests) {
   const std::string kubectl = Kubectl(&why);
   if (kubectl.empty()) GTEST_SKIP() << why;
   const std::vector<std::string> roots = {".", "base", "overlays/scheduler-extender",
-                                          "overlays/second-scheduler"};
+                                          "overlays/second-scheduler", "dra"};
   for (const std::string& root : roots) {
     EXPECT_NE(std::find(kustomizations_.begin(), kustomizations_.end(), root), kustomizations_.end()) << root;
   }
@@ -539,9 +541,13 @@ TEST_F(Deploy, KustomizeRendersExactlyTheManifests) {
                 "RoleBinding kube-system/mgpu-scheduler-authentication-reader",
                 "ClusterRoleBinding /mgpu-scheduler-as-kube-scheduler",
                 "ClusterRoleBinding /mgpu-scheduler-as-volume-scheduler"}));
+  // deploy/dra/ is applied on top of a scheduler mode: its objects are its own.
+  for (const std::string& o : rendered["dra"])
+    EXPECT_FALSE(rendered["overlays/second-scheduler"].count(o)) << o;
   for (const Object& o : Objects()) {
     if (!Operational(o) || kComponentConfigs.count(o.Kind())) continue;
-    EXPECT_TRUE(rendered["overlays/second-scheduler"].count(o.Kind() + " " + o.Namespace() + "/" + o.Name()))
+    const std::string key = o.Kind() + " " + o.Namespace() + "/" + o.Name();
+    EXPECT_TRUE(rendered["overlays/second-scheduler"].count(key) || rendered["dra"].count(key))
         << o.file << ": " << o.Kind() << " " << o.Name() << " is in no kustomization";
   }
 }
@@ -657,7 +663,8 @@ TEST_F(Deploy, ProbesReachTheAddressesTheDaemonsListenOn) {
 TEST_F(Deploy, AdmissionWebhookIsSafeAndReachesTheExtender) {
   std::vector<json> configs;
   for (const Object& o : Objects())
-    if (o.Kind() == "ValidatingWebhookConfiguration") configs.push_back(o.doc);
+    if (o.Kind() == "ValidatingWebhookConfiguration" && o.file.rfind("dra/", 0) != 0)
+      configs.push_back(o.doc);
   ASSERT_EQ(configs.size(), 1u);
   const std::string ns = MgpuNamespace();
   std::set<std::string> resources;
@@ -695,6 +702,65 @@ TEST_F(Deploy, AdmissionWebhookIsSafeAndReachesTheExtender) {
   }
   EXPECT_EQ(resources, (std::set<std::string>{"pods", "deployments", "statefulsets", "replicasets",
                                               "daemonsets", "jobs", "cronjobs"}));
+}
+
+// deploy/dra/ (docs/dra.md §7): the node daemon runs in DRA mode with a config that says so, on DRA nodes
+// only (the device plugin stays off them), with the kubelet's plugin folders and the CDI folder its config
+// names; the DeviceClasses are the ones common/dra.h names; the webhooks reach the extender's /mutate and
+// /validate-claims, the pod mutation only in namespaces that opt in, creating nothing on a dry run.
+TEST_F(Deploy, DraModeRunsTheNodeDaemonAsADriverAndReachesTheExtendersWebhooks) {
+  const Object* daemonset = Find("DaemonSet", MgpuNamespace(), "mgpu-dra-driver");
+  ASSERT_TRUE(daemonset);
+  const json& pod = daemonset->doc["spec"]["template"]["spec"];
+  const json& args = pod["containers"][0]["args"];
+  ASSERT_EQ(args.size(), 4u);
+  EXPECT_EQ(args[2], "--mode");
+  EXPECT_EQ(args[3], "dra");
+  EXPECT_NE(pod["affinity"].dump().find("\"mgpu.io/dra\""), std::string::npos);
+  const Object* plugin = Find("DaemonSet", MgpuNamespace(), "mgpu-device-plugin");
+  ASSERT_TRUE(plugin);
+  EXPECT_NE(plugin->doc["spec"]["template"]["spec"]["affinity"].dump().find("\"NotIn\""), std::string::npos)
+      << "the device plugin must stay off DRA nodes";
+  // The cluster's one config, in DRA mode by the flag; the dra.* keys' defaults are the paths mounted.
+  EXPECT_NE(pod["volumes"].dump().find("\"mgpu-config\""), std::string::npos);
+  const Config defaults;
+  std::set<std::string> mounted;
+  for (const json& m : pod["containers"][0]["volumeMounts"]) mounted.insert(m["mountPath"]);
+  for (const std::string& path :
+       {defaults.dra.kubelet_root_dir + "/plugins", defaults.dra.kubelet_root_dir + "/plugins_registry",
+        defaults.dra.cdi_directory,
+        defaults.dra.state_directory.substr(0, defaults.dra.state_directory.rfind('/'))})
+    EXPECT_TRUE(mounted.count(path)) << path;
+  std::set<std::string> classes;
+  for (const Object& o : Objects())
+    if (o.Kind() == "DeviceClass") classes.insert(o.Name());
+  EXPECT_EQ(classes,
+            (std::set<std::string>{"mgpu.io", "fixed-share.mgpu.io", "guaranteed-burst-share.mgpu.io",
+                                   "native-burst-share.mgpu.io", "whole.mgpu.io"}));
+  EXPECT_EQ(Find("DeviceClass", "", "whole.mgpu.io")->doc["spec"]["extendedResourceName"], "mgpu.io/gpu");
+
+  const Object* mutating = Find("MutatingWebhookConfiguration", "", "mgpu-scheduler-extender-dra");
+  const Object* claims = Find("ValidatingWebhookConfiguration", "", "mgpu-scheduler-extender-dra");
+  ASSERT_TRUE(mutating && claims);
+  for (const auto& [doc, path] : {std::pair{&mutating->doc, "/mutate"}, {&claims->doc, "/validate-claims"}}) {
+    for (const json& w : (*doc)["webhooks"]) {
+      EXPECT_EQ(w["clientConfig"]["service"]["path"], path);
+      EXPECT_EQ(w["clientConfig"]["service"]["name"], "mgpu-scheduler-extender");
+      EXPECT_LE(w.value("timeoutSeconds", 10), 10);
+      EXPECT_TRUE(Find("Service", w["clientConfig"]["service"]["namespace"], "mgpu-scheduler-extender"));
+    }
+  }
+  const json& mutate = mutating->doc["webhooks"][0];
+  EXPECT_EQ(mutate["sideEffects"], "NoneOnDryRun");
+  EXPECT_EQ(mutate["namespaceSelector"]["matchLabels"], json({{"mgpu.io/dra", "enabled"}}));
+  EXPECT_EQ(claims->doc["webhooks"][0]["failurePolicy"], "Ignore");
+  // The extender may create the templates it names, nothing more.
+  const Object* role = Find("ClusterRole", "", "mgpu-scheduler-extender-dra");
+  ASSERT_TRUE(role);
+  EXPECT_EQ(
+      role->doc["rules"],
+      json::parse(
+          R"([{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"], "verbs": ["create"]}])"));
 }
 
 // scripts/certs.sh makes a CA and a serving certificate valid for the Service name the webhook and the
@@ -737,17 +803,24 @@ TEST_F(Deploy, CertsScriptMakesWhatTheExtenderServesAndItsCallersTrust) {
   std::istringstream lines(ReadText(calls));
   std::vector<std::string> call;
   for (std::string line; std::getline(lines, line);) call.push_back(line);
-  ASSERT_EQ(call.size(), 3u) << ReadText(calls);
+  // The stub knows all three configurations (deploy/'s and deploy/dra/'s), each of three webhooks.
+  ASSERT_EQ(call.size(), 7u) << ReadText(calls);
   EXPECT_EQ(call[0], "apply -f " + dir.path() + "/applied/secret.yaml");
-  EXPECT_EQ(call[1].rfind("get validatingwebhookconfiguration mgpu-scheduler-extender", 0), 0u) << call[1];
-  EXPECT_EQ(call[2].rfind("patch validatingwebhookconfiguration mgpu-scheduler-extender --type=json -p ", 0),
-            0u);
-  const json patch = json::parse(call[2].substr(call[2].find('[')), nullptr, false);
-  ASSERT_TRUE(patch.is_array()) << call[2];
-  ASSERT_EQ(patch.size(), 3u);
-  for (size_t i = 0; i < patch.size(); ++i) {
-    EXPECT_EQ(patch[i]["path"], "/webhooks/" + std::to_string(i) + "/clientConfig/caBundle");
-    EXPECT_EQ(patch[i]["value"], bundle);
+  const std::vector<std::string> configurations = {
+      "validatingwebhookconfiguration mgpu-scheduler-extender ",
+      "validatingwebhookconfiguration mgpu-scheduler-extender-dra ",
+      "mutatingwebhookconfiguration mgpu-scheduler-extender-dra "};
+  for (size_t k = 0; k < configurations.size(); ++k) {
+    EXPECT_EQ(call[1 + 2 * k].rfind("get " + configurations[k], 0), 0u) << call[1 + 2 * k];
+    const std::string& patched = call[2 + 2 * k];
+    EXPECT_EQ(patched.rfind("patch " + configurations[k] + "--type=json -p ", 0), 0u) << patched;
+    const json patch = json::parse(patched.substr(patched.find('[')), nullptr, false);
+    ASSERT_TRUE(patch.is_array()) << patched;
+    ASSERT_EQ(patch.size(), 3u);
+    for (size_t i = 0; i < patch.size(); ++i) {
+      EXPECT_EQ(patch[i]["path"], "/webhooks/" + std::to_string(i) + "/clientConfig/caBundle");
+      EXPECT_EQ(patch[i]["value"], bundle);
+    }
   }
 
   testing::FakeApiServer api;

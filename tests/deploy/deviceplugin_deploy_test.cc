@@ -86,10 +86,17 @@ TEST(DevicePluginDeploy, ClusterRoleGrantsExactlyWhatThePluginCalls) {
     }
   }
   const std::map<std::string, std::set<std::string>> want = {
-      {"pods", {"list", "watch", "patch"}}, {"nodes", {"patch"}}, {"events", {"create"}},
+      {"pods", {"list", "watch", "patch"}},
+      {"nodes", {"patch"}},
+      {"events", {"create"}},
       // kube::WorkloadResolver, for the pod's shape
-      {"replicasets", {"get"}},  {"deployments", {"get"}},     {"statefulsets", {"get"}},
-      {"daemonsets", {"get"}},   {"jobs", {"get"}}};
+      {"replicasets", {"get"}},
+      {"deployments", {"get"}},
+      {"statefulsets", {"get"}},
+      {"daemonsets", {"get"}},
+      {"jobs", {"get"}},
+      // at start, the node's DRA slices of an earlier mode (docs/dra.md §1)
+      {"resourceslices", {"list", "delete"}}};
   EXPECT_EQ(granted, want);
   const YAML::Node binding = Find("deviceplugin/rbac.yaml", "ClusterRoleBinding");
   EXPECT_EQ(binding["subjects"][0]["name"].as<std::string>(), "mgpu-device-plugin");

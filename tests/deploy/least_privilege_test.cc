@@ -1,7 +1,8 @@
-// Least privilege, checked: the RBAC of each daemon in deploy/ grants exactly the API calls its api_calls.h
-// lists (nothing granted unused, nothing used ungranted), and mgpu-scheduler-extender, run against the fake
-// API server through everything it does (informers, filter, bind after a conflict, inherited annotations,
-// leader election, events), makes no call its list lacks and every call it lists.
+// Least privilege, checked: the RBAC of each daemon in deploy/ (the DRA mode's in deploy/dra/) grants exactly
+// the API calls its api_calls.h lists (nothing granted unused, nothing used ungranted), and
+// mgpu-scheduler-extender, run against the fake API server through everything it does (informers, filter,
+// bind after a conflict, inherited annotations, leader election, events), makes no call its list lacks and
+// every call it lists.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <yaml-cpp/yaml.h>
@@ -13,6 +14,9 @@
 
 #include "common/test_objects.h"
 #include "deviceplugin/api_calls.h"
+#include "deviceplugin/static_backend.h"
+#include "dra/api_calls.h"
+#include "dra/daemon.h"
 #include "extender/api_calls.h"
 #include "extender/daemon.h"
 #include "testing/fake_apiserver.h"
@@ -82,6 +86,10 @@ Call CallOf(const testing::RecordedRequest& r) {
 TEST(LeastPrivilege, EachDaemonsRbacGrantsExactlyTheCallsItLists) {
   EXPECT_EQ(Granted("extender/rbac.yaml"), Listed(extender::kApiCalls));
   EXPECT_EQ(Granted("deviceplugin/rbac.yaml"), Listed(dp::kApiCalls));
+  // deploy/dra/: the node daemon in DRA mode, and what the extender's /mutate needs beside its own.
+  std::set<Call> dra = Listed(dra::kApiCalls);
+  for (const Call& c : Listed(extender::kDraApiCalls)) dra.insert(c);
+  EXPECT_EQ(Granted("dra/rbac.yaml"), dra);
 }
 
 TEST(LeastPrivilege, TheExtenderMakesExactlyTheCallsItLists) {
@@ -144,6 +152,67 @@ TEST(LeastPrivilege, TheExtenderMakesExactlyTheCallsItLists) {
   std::set<Call> made;
   for (const testing::RecordedRequest& r : api.requests()) made.insert(CallOf(r));
   EXPECT_EQ(made, Listed(extender::kApiCalls));
+}
+
+// The node daemon in DRA mode, through its start, a slice the kubelet deletes (published again), a health
+// change (the pool rewritten) and a claim prepared: exactly the calls dra/api_calls.h lists.
+TEST(LeastPrivilege, TheDraDriverMakesExactlyTheCallsItLists) {
+  testing::FakeApiServer api;
+  ASSERT_TRUE(api.Start().ok());
+  ASSERT_TRUE(api.Create("nodes", {{"metadata", {{"name", "n1"}}}}).ok());
+  // A slice left from an earlier layout, which the driver deletes.
+  ASSERT_TRUE(api.Create("resourceslices",
+                         {{"metadata", {{"name", "n1-mgpu.io-devices-9"}}},
+                          {"spec",
+                           {{"driver", "mgpu.io"},
+                            {"nodeName", "n1"},
+                            {"pool", {{"name", "n1"}, {"generation", 1}, {"resourceSliceCount", 1}}}}}})
+                  .ok());
+  testing::TempDir dir;
+  Config config;
+  config.isolation.backend = IsolationBackend::kNone;
+  config.dra.kubelet_root_dir = dir.path() + "/kubelet";
+  config.dra.cdi_directory = dir.path() + "/cdi";
+  config.dra.state_directory = dir.path() + "/state";
+  auto owned =
+      std::make_unique<dp::StaticBackend>(std::vector<Card>{{0, "GPU-a", "NVIDIA A10", 24576, true}});
+  dp::StaticBackend* backend = owned.get();
+  dra::Daemon daemon(config, "n1", std::move(owned));
+  kube::ClusterConfig cluster;
+  cluster.server = api.url();
+  ASSERT_TRUE(daemon.Start(cluster).ok());
+  ASSERT_TRUE(testing::WaitUntil([&] { return daemon.publisher()->UpToDate(); }));
+  ASSERT_TRUE(api.Delete("resourceslices", "", "n1-mgpu.io-devices-0").ok());
+  ASSERT_TRUE(testing::WaitUntil([&] { return api.List("resourceslices").size() == 2; }));
+  backend->SetHealthy("GPU-a", false);
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    auto s = api.Get("resourceslices", "", "n1-mgpu.io-devices-0");
+    return s && (*s)["spec"]["devices"][0].contains("taints");
+  }));
+  backend->SetHealthy("GPU-a", true);
+  json claim = {
+      {"metadata", {{"name", "c"}, {"namespace", "default"}}},
+      {"status",
+       {{"allocation",
+         {{"devices",
+           {{"results", json::array({{{"request", "gpu"},
+                                      {"driver", "mgpu.io"},
+                                      {"pool", "n1"},
+                                      {"device", "gpu-0-fixed"},
+                                      {"consumedCapacity", {{"cores", "30"}, {"memory", "1Gi"}}}}})}}}}}}}};
+  auto created = api.Create("resourceclaims", claim);
+  ASSERT_TRUE(created.ok());
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    auto s = api.Get("resourceslices", "", "n1-mgpu.io-devices-0");
+    return s && !(*s)["spec"]["devices"][0].contains("taints");
+  }));
+  const std::string uid = (*created)["metadata"]["uid"];
+  EXPECT_EQ(daemon.preparer()->Prepare({"default", uid, "c"}).error, "");
+  daemon.Stop();
+
+  std::set<Call> made;
+  for (const testing::RecordedRequest& r : api.requests()) made.insert(CallOf(r));
+  EXPECT_EQ(made, Listed(dra::kApiCalls));
 }
 
 }  // namespace

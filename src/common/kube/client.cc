@@ -24,6 +24,10 @@ const ApiResource kDeployments{"/apis/apps/v1", "deployments", "Deployment", tru
 const ApiResource kStatefulSets{"/apis/apps/v1", "statefulsets", "StatefulSet", true};
 const ApiResource kDaemonSets{"/apis/apps/v1", "daemonsets", "DaemonSet", true};
 const ApiResource kJobs{"/apis/batch/v1", "jobs", "Job", true};
+const ApiResource kResourceSlices{"/apis/resource.k8s.io/v1", "resourceslices", "ResourceSlice", false};
+const ApiResource kResourceClaims{"/apis/resource.k8s.io/v1", "resourceclaims", "ResourceClaim", true};
+const ApiResource kResourceClaimTemplates{"/apis/resource.k8s.io/v1", "resourceclaimtemplates",
+                                          "ResourceClaimTemplate", true};
 
 namespace {
 

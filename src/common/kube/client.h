@@ -51,7 +51,10 @@ extern const ApiResource kReplicaSets;
 extern const ApiResource kDeployments;
 extern const ApiResource kStatefulSets;
 extern const ApiResource kDaemonSets;
-extern const ApiResource kJobs;  // batch/v1
+extern const ApiResource kJobs;                    // batch/v1
+extern const ApiResource kResourceSlices;          // resource.k8s.io/v1 (DRA mode)
+extern const ApiResource kResourceClaims;          // resource.k8s.io/v1
+extern const ApiResource kResourceClaimTemplates;  // resource.k8s.io/v1
 
 // The resource for an owner reference's apiVersion and kind (the workload kinds above), or nullopt.
 std::optional<ApiResource> ResourceForKind(std::string_view api_version, std::string_view kind);

@@ -1,0 +1,358 @@
+#include "common/dra.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include <nlohmann/json.hpp>
+
+#include "common/json_path.h"
+#include "common/quantity.h"
+
+namespace mgpu::dra {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMaxCount = 128;  // a claim's results are at most 128 devices (AllocationResultsMaxSize)
+constexpr std::string_view kRequestName = "gpu";
+
+std::string MultiCardSelector(const Config& config) {
+  return "device.attributes[\"" + DriverName(config) + "\"].offlineShares == false";
+}
+
+std::string UuidAttribute(const Config& config) { return DriverName(config) + "/uuid"; }
+
+// The quantity at capacity.requests[name] of a request, or nullopt when not asked.
+Result<std::optional<int64_t>> Asked(const json& requests, std::string_view name, bool memory) {
+  const json* v = requests.is_object() && requests.contains(name) ? &requests[std::string(name)] : nullptr;
+  if (v == nullptr || v->is_null()) return std::optional<int64_t>();
+  if (memory) {
+    if (!v->is_string()) {
+      auto whole = ParseWholeQuantityJson(*v);
+      if (!whole.ok()) return whole.error();
+      return std::optional<int64_t>((*whole + (int64_t{1} << 20) - 1) >> 20);
+    }
+    auto mib = ParseMebiQuantity(v->get<std::string>());
+    if (!mib.ok()) return mib.error();
+    return std::optional<int64_t>(*mib);
+  }
+  auto whole = ParseWholeQuantityJson(*v);
+  if (!whole.ok()) return whole.error();
+  return std::optional<int64_t>(*whole);
+}
+
+}  // namespace
+
+std::string_view Name(Variant variant) {
+  switch (variant) {
+    case Variant::kFixed:
+      return "fixed";
+    case Variant::kGuaranteed:
+      return "guaranteed";
+    case Variant::kNative:
+      return "native";
+    case Variant::kFixedOnline:
+      return "fixed-online";
+    case Variant::kGuaranteedOnline:
+      return "guaranteed-online";
+    case Variant::kWhole:
+      return "whole";
+  }
+  return "unknown";
+}
+
+std::optional<ComputePolicy> PolicyOf(Variant variant) {
+  switch (variant) {
+    case Variant::kFixed:
+    case Variant::kFixedOnline:
+      return ComputePolicy::kFixedShare;
+    case Variant::kGuaranteed:
+    case Variant::kGuaranteedOnline:
+      return ComputePolicy::kGuaranteedBurstShare;
+    case Variant::kNative:
+      return ComputePolicy::kNativeBurstShare;
+    case Variant::kWhole:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+bool Shareable(Variant variant) { return variant != Variant::kWhole; }
+
+bool OfflineShares(Variant variant) { return variant == Variant::kFixed || variant == Variant::kGuaranteed; }
+
+std::string DeviceName(int card_index, Variant variant) {
+  return "gpu-" + std::to_string(card_index) + "-" + std::string(Name(variant));
+}
+
+std::optional<DeviceRef> ParseDeviceName(std::string_view name) {
+  if (!name.starts_with("gpu-")) return std::nullopt;
+  name.remove_prefix(4);
+  const size_t dash = name.find('-');
+  if (dash == std::string_view::npos || dash == 0) return std::nullopt;
+  int index = 0;
+  const auto [end, ec] = std::from_chars(name.data(), name.data() + dash, index);
+  if (ec != std::errc() || end != name.data() + dash || index < 0) return std::nullopt;
+  if (dash > 1 && name[0] == '0') return std::nullopt;  // one spelling per index
+  const std::string_view rest = name.substr(dash + 1);
+  for (Variant v : kVariants) {
+    if (rest == Name(v)) return DeviceRef{index, v};
+  }
+  return std::nullopt;
+}
+
+std::string CounterSetName(int card_index) { return "gpu-" + std::to_string(card_index); }
+
+std::string MemoryQuantity(int64_t mib) {
+  if (mib == 0) return "0";
+  static constexpr const char* kSuffixes[] = {"Mi", "Gi", "Ti", "Pi", "Ei"};
+  size_t s = 0;
+  while (s + 1 < std::size(kSuffixes) && mib % 1024 == 0) {
+    mib /= 1024;
+    ++s;
+  }
+  return std::to_string(mib) + kSuffixes[s];
+}
+
+std::string DriverName(const Config& config) { return config.resource_domain; }
+
+std::string ClassName(ComputePolicy policy, const Config& config) {
+  return std::string(Name(policy)) + "." + DriverName(config);
+}
+
+std::string WholeClassName(const Config& config) { return "whole." + DriverName(config); }
+
+std::string WholeCardResource(const Config& config) { return DriverName(config) + "/gpu"; }
+
+std::optional<ComputePolicy> ClassPolicy(std::string_view class_name, const Config& config) {
+  if (class_name == DriverName(config)) return ComputePolicy::kFixedShare;
+  for (ComputePolicy p :
+       {ComputePolicy::kFixedShare, ComputePolicy::kGuaranteedBurstShare, ComputePolicy::kNativeBurstShare}) {
+    if (class_name == ClassName(p, config)) return p;
+  }
+  return std::nullopt;
+}
+
+bool IsDriverClass(std::string_view class_name, const Config& config) {
+  return ClassPolicy(class_name, config).has_value() || class_name == WholeClassName(config);
+}
+
+json ClaimSpecFor(const PodRequest& pod, const ContainerRequest& c, const Config& config) {
+  json exactly = {{"allocationMode", "ExactCount"}, {"count", c.card_count}};
+  json spec = json::object();
+  if (pod.dedicated) {
+    exactly["deviceClassName"] = WholeClassName(config);
+  } else {
+    exactly["deviceClassName"] = ClassName(pod.compute_policy, config);
+    json requests = json::object();
+    if (pod.qos == Qos::kOffline) {
+      requests[std::string(kReclaimedCores)] = std::to_string(c.ReclaimedCorePerCard());
+    } else {
+      requests[std::string(kCores)] = std::to_string(c.CorePerCard());
+    }
+    requests[std::string(kMemory)] = MemoryQuantity(c.MemoryPerCardMiB());
+    exactly["capacity"] = {{"requests", std::move(requests)}};
+    if (c.card_count > 1)
+      exactly["selectors"] = json::array({{{"cel", {{"expression", MultiCardSelector(config)}}}}});
+  }
+  json devices = {{"requests", json::array({{{"name", kRequestName}, {"exactly", std::move(exactly)}}})}};
+  if (c.card_count > 1) {
+    devices["constraints"] = json::array(
+        {{{"requests", json::array({kRequestName})}, {"distinctAttribute", UuidAttribute(config)}}});
+  }
+  spec["devices"] = std::move(devices);
+  return spec;
+}
+
+std::string TemplateNameFor(const PodRequest& pod, const ContainerRequest& c, const Config& config) {
+  std::string name = DriverName(config) + ".";
+  if (pod.dedicated) {
+    name += "whole-m" + std::to_string(c.MemoryPerCardMiB());
+  } else {
+    name += std::string(Name(pod.compute_policy)) + "-";
+    name += pod.qos == Qos::kOffline ? "offline-r" + std::to_string(c.ReclaimedCorePerCard())
+                                     : "online-c" + std::to_string(c.CorePerCard());
+    name += "-m" + std::to_string(c.MemoryPerCardMiB());
+  }
+  name += "-x" + std::to_string(c.card_count);
+  return name;
+}
+
+Status CheckClaimSpec(const json& spec, const Config& config, std::string_view what) {
+  const std::string who(what);
+  const json* requests = FindPath(spec, {"devices", "requests"});
+  if (requests == nullptr || !requests->is_array()) return Status::Ok();
+  const json* ours = nullptr;
+  for (const json& r : *requests) {
+    if (const json* sub = FindPath(r, {"firstAvailable"}); sub && sub->is_array()) {
+      for (const json& s : *sub) {
+        if (IsDriverClass(StringAt(s, {"deviceClassName"}), config))
+          return Error{who + " asks " + DriverName(config) +
+                       " devices in firstAvailable; ask them with exactly"};
+      }
+    }
+    if (!IsDriverClass(StringAt(r, {"exactly", "deviceClassName"}), config)) continue;
+    if (ours != nullptr)
+      return Error{who + " has more than one request of " + DriverName(config) +
+                   " classes; one claim is one share (one request, count = its cards)"};
+    ours = &r;
+  }
+  if (ours == nullptr) return Status::Ok();
+
+  const std::string request = StringAt(*ours, {"name"});
+  const json& exactly = (*ours)["exactly"];
+  const std::string where = who + " request " + request;
+  const std::string mode = StringAt(exactly, {"allocationMode"});
+  if (!mode.empty() && mode != "ExactCount")
+    return Error{where + " has allocationMode " + mode + "; " + DriverName(config) +
+                 " devices need ExactCount"};
+  int64_t count = 1;
+  if (const json* n = FindPath(exactly, {"count"}); n && !n->is_null()) {
+    if (!n->is_number_integer() || n->get<int64_t>() < 1 || n->get<int64_t>() > kMaxCount)
+      return Error{where + " count must be a whole number from 1 to " + std::to_string(kMaxCount)};
+    count = n->get<int64_t>();
+  }
+  const std::string class_name = StringAt(exactly, {"deviceClassName"});
+  const std::optional<ComputePolicy> policy = ClassPolicy(class_name, config);
+  if (!policy) return Status::Ok();  // whole cards: nothing to share
+
+  const json* asked = FindPath(exactly, {"capacity", "requests"});
+  const json empty = json::object();
+  const json& capacities = asked ? *asked : empty;
+  auto cores = Asked(capacities, kCores, false);
+  auto reclaimed = Asked(capacities, kReclaimedCores, false);
+  auto memory = Asked(capacities, kMemory, true);
+  for (auto* r : {&cores, &reclaimed, &memory}) {
+    if (!r->ok()) return Error{where + " capacity: " + r->message()};
+  }
+  const int64_t core = cores->value_or(0), reclaimed_core = reclaimed->value_or(0);
+  if (core > 0 && reclaimed_core > 0)
+    return Error{where +
+                 " asks both cores and reclaimedCores; a share is online (cores) or offline "
+                 "(reclaimedCores), not both"};
+  if (core == 0 && reclaimed_core == 0)
+    return Error{where +
+                 " asks neither cores (online) nor reclaimedCores (offline); whole cards come from class " +
+                 WholeClassName(config)};
+  const int64_t per_card = core > 0 ? core : reclaimed_core;
+  const std::string_view core_name = core > 0 ? kCores : kReclaimedCores;
+  if (per_card < config.min_core_percent || per_card > 100)
+    return Error{where + " asks " + std::string(core_name) + " " + std::to_string(per_card) +
+                 " per card; it must lie between " + std::to_string(config.min_core_percent) + " and 100"};
+  if (!memory->has_value() || **memory <= 0)
+    return Error{where + " asks no memory; a share names its memory per card (e.g. memory: 4Gi)"};
+  if (reclaimed_core > 0 && count > 1)
+    return Error{where + " is offline (reclaimedCores) on " + std::to_string(count) +
+                 " cards; offline shares take one card"};
+  if (reclaimed_core > 0 && *policy == ComputePolicy::kNativeBurstShare)
+    return Error{where + " is offline (reclaimedCores) in class " + class_name +
+                 "; offline shares only go to fixed-share and guaranteed-burst-share cards"};
+  if (count > 1) {
+    const std::string selector = MultiCardSelector(config);
+    bool has_selector = false;
+    if (const json* s = FindPath(exactly, {"selectors"}); s && s->is_array()) {
+      for (const json& sel : *s) has_selector |= StringAt(sel, {"cel", "expression"}) == selector;
+    }
+    bool has_distinct = false;
+    if (const json* cs = FindPath(spec, {"devices", "constraints"}); cs && cs->is_array()) {
+      for (const json& c : *cs) {
+        if (StringAt(c, {"distinctAttribute"}) != UuidAttribute(config)) continue;
+        const json* names = FindPath(c, {"requests"});
+        bool covers = names == nullptr || !names->is_array() || names->empty();
+        if (!covers) {
+          for (const json& n : *names) covers |= n.is_string() && n.get<std::string>() == request;
+        }
+        has_distinct |= covers;
+      }
+    }
+    if (!has_selector || !has_distinct)
+      return Error{where + " spreads over " + std::to_string(count) + " cards; it needs the selector '" +
+                   selector +
+                   "' (multi-card shares never share a card with "
+                   "offline ones) and the constraint distinctAttribute: " +
+                   UuidAttribute(config)};
+  }
+  return Status::Ok();
+}
+
+Result<Consumed> ReadConsumed(const json& result) {
+  Consumed out;
+  const json* capacity = FindPath(result, {"consumedCapacity"});
+  if (capacity == nullptr || !capacity->is_object()) return out;
+  auto cores = Asked(*capacity, kCores, false);
+  auto reclaimed = Asked(*capacity, kReclaimedCores, false);
+  auto memory = Asked(*capacity, kMemory, true);
+  for (auto* r : {&cores, &reclaimed, &memory}) {
+    if (!r->ok()) return Error{"consumedCapacity: " + r->message()};
+  }
+  out.cores = cores->value_or(0);
+  out.reclaimed_cores = reclaimed->value_or(0);
+  out.memory_mib = memory->value_or(0);
+  return out;
+}
+
+Result<ClaimShare> ShareOf(const std::vector<AllocatedDevice>& devices, const Config& config,
+                           std::string_view claim) {
+  const std::string who = "claim " + std::string(claim);
+  if (devices.empty()) return Error{who + " has no device of " + DriverName(config) + " allocated"};
+  const AllocatedDevice& first = devices.front();
+  const bool whole = first.device.variant == Variant::kWhole;
+  for (const AllocatedDevice& d : devices) {
+    if (PolicyOf(d.device.variant) != PolicyOf(first.device.variant))
+      return Error{who + " holds devices of different kinds (" +
+                   DeviceName(first.device.card_index, first.device.variant) + ", " +
+                   DeviceName(d.device.card_index, d.device.variant) + "); one claim is one kind of share"};
+    if (!whole && d.consumed != first.consumed)
+      return Error{who + " holds different amounts on its cards; a share takes the same on each card"};
+  }
+  ClaimShare share;
+  if (whole) {
+    share.whole = true;
+    share.policy = config.default_compute_policy;
+    share.core_per_card = 100;
+    share.memory_per_card_mib = first.capacity_mib;
+    for (const AllocatedDevice& d : devices)
+      share.memory_per_card_mib = std::min(share.memory_per_card_mib, d.capacity_mib);
+    return share;
+  }
+  share.policy = *PolicyOf(first.device.variant);
+  const Consumed& c = first.consumed;
+  if (c.memory_mib <= 0) return Error{who + " consumed no memory; every share holds some"};
+  share.memory_per_card_mib = c.memory_mib;
+  if (c.cores > 0 && c.reclaimed_cores > 0)
+    return Error{who + " consumed both cores and reclaimedCores; a share is online or offline, not both"};
+  if (c.cores == 0 && c.reclaimed_cores == 0) {
+    const bool all_memory = std::all_of(devices.begin(), devices.end(), [](const AllocatedDevice& d) {
+      return d.consumed.memory_mib == d.capacity_mib;
+    });
+    if (!all_memory) return Error{who + " consumed no core; ask cores (online) or reclaimedCores (offline)"};
+    // Alone on the card (no other share can get memory there): the whole compute is its own.
+    share.whole = true;
+    share.core_per_card = 100;
+    return share;
+  }
+  const int64_t per_card = c.cores > 0 ? c.cores : c.reclaimed_cores;
+  if (per_card < config.min_core_percent || per_card > 100)
+    return Error{who + " consumed " + std::to_string(per_card) + " core per card; it must lie between " +
+                 std::to_string(config.min_core_percent) + " and 100"};
+  if (c.reclaimed_cores > 0) {
+    if (devices.size() > 1)
+      return Error{who + " is offline on " + std::to_string(devices.size()) +
+                   " cards; offline shares take one"};
+    share.qos = Qos::kOffline;
+    share.reclaimed_core_per_card = static_cast<int>(per_card);
+    return share;
+  }
+  if (devices.size() > 1) {
+    for (const AllocatedDevice& d : devices) {
+      if (OfflineShares(d.device.variant))
+        return Error{who + " spreads over " + std::to_string(devices.size()) + " cards but got " +
+                     DeviceName(d.device.card_index, d.device.variant) +
+                     ", which takes offline shares; add the selector '" + MultiCardSelector(config) + "'"};
+    }
+  }
+  share.core_per_card = static_cast<int>(per_card);
+  return share;
+}
+
+}  // namespace mgpu::dra

@@ -1,0 +1,236 @@
+#include "common/dra.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace mgpu::dra {
+namespace {
+
+using nlohmann::json;
+
+PodRequest Pod(Qos qos, ComputePolicy policy, bool dedicated = false) {
+  PodRequest p;
+  p.namespace_name = "default";
+  p.name = "p";
+  p.qos = qos;
+  p.compute_policy = policy;
+  p.dedicated = dedicated;
+  return p;
+}
+
+ContainerRequest Container(int core, int reclaimed, int64_t memory_mib, int cards = 1) {
+  ContainerRequest c;
+  c.name = "c";
+  c.core = core;
+  c.reclaimed_core = reclaimed;
+  c.memory_mib = memory_mib;
+  c.card_count = cards;
+  return c;
+}
+
+TEST(DraNames, DeviceNamesRoundTripAndRejectOthers) {
+  for (int index : {0, 7, 15}) {
+    for (Variant v : kVariants) {
+      auto back = ParseDeviceName(DeviceName(index, v));
+      ASSERT_TRUE(back.has_value()) << DeviceName(index, v);
+      EXPECT_EQ(*back, (DeviceRef{index, v}));
+    }
+  }
+  EXPECT_EQ(DeviceName(3, Variant::kGuaranteedOnline), "gpu-3-guaranteed-online");
+  for (const char* bad :
+       {"gpu-", "gpu-1", "gpu-x-fixed", "gpu-01-fixed", "gpu--1-fixed", "gpu-1-mixed", "card-1-fixed"})
+    EXPECT_FALSE(ParseDeviceName(bad).has_value()) << bad;
+}
+
+TEST(DraNames, VariantsKeepThePerCardRules) {
+  int offline = 0, shareable = 0;
+  for (Variant v : kVariants) {
+    offline += OfflineShares(v);
+    shareable += Shareable(v);
+    // Offline shares never go to a native-burst-share card (DESIGN §4).
+    if (OfflineShares(v)) {
+      EXPECT_NE(PolicyOf(v), ComputePolicy::kNativeBurstShare);
+    }
+  }
+  EXPECT_EQ(offline, 2);
+  EXPECT_EQ(shareable, 5);
+  EXPECT_FALSE(PolicyOf(Variant::kWhole).has_value());
+}
+
+TEST(DraNames, ClassesAndTheirPolicies) {
+  Config c;
+  EXPECT_EQ(ClassName(ComputePolicy::kGuaranteedBurstShare, c), "guaranteed-burst-share.mgpu.io");
+  EXPECT_EQ(ClassPolicy("mgpu.io", c), ComputePolicy::kFixedShare);
+  EXPECT_EQ(ClassPolicy("native-burst-share.mgpu.io", c), ComputePolicy::kNativeBurstShare);
+  EXPECT_FALSE(ClassPolicy("whole.mgpu.io", c).has_value());
+  EXPECT_TRUE(IsDriverClass("whole.mgpu.io", c));
+  EXPECT_FALSE(IsDriverClass("gpu.nvidia.com", c));
+  c.resource_domain = "vke.volcengine.com";
+  EXPECT_EQ(WholeCardResource(c), "vke.volcengine.com/gpu");
+}
+
+TEST(DraNames, MemoryQuantitiesAreWhatTheApiServerWritesBack) {
+  EXPECT_EQ(MemoryQuantity(24576), "24Gi");
+  EXPECT_EQ(MemoryQuantity(81559), "81559Mi");
+  EXPECT_EQ(MemoryQuantity(4), "4Mi");
+  EXPECT_EQ(MemoryQuantity(1024 * 1024), "1Ti");
+  EXPECT_EQ(MemoryQuantity(0), "0");
+}
+
+TEST(DraClaims, OnlineOfflineWholeAndMultiCardSpecs) {
+  const Config c;
+  json online = ClaimSpecFor(Pod(Qos::kOnline, ComputePolicy::kFixedShare), Container(30, 0, 4096), c);
+  const json& r = online["devices"]["requests"][0];
+  EXPECT_EQ(r["name"], "gpu");
+  EXPECT_EQ(r["exactly"]["deviceClassName"], "fixed-share.mgpu.io");
+  EXPECT_EQ(r["exactly"]["count"], 1);
+  EXPECT_EQ(r["exactly"]["capacity"]["requests"], json({{"cores", "30"}, {"memory", "4Gi"}}));
+  EXPECT_FALSE(online["devices"].contains("constraints"));
+
+  json offline =
+      ClaimSpecFor(Pod(Qos::kOffline, ComputePolicy::kGuaranteedBurstShare), Container(0, 40, 2048), c);
+  EXPECT_EQ(offline["devices"]["requests"][0]["exactly"]["capacity"]["requests"],
+            json({{"reclaimedCores", "40"}, {"memory", "2Gi"}}));
+  EXPECT_EQ(offline["devices"]["requests"][0]["exactly"]["deviceClassName"],
+            "guaranteed-burst-share.mgpu.io");
+
+  json multi = ClaimSpecFor(Pod(Qos::kOnline, ComputePolicy::kFixedShare), Container(100, 0, 32768, 2), c);
+  EXPECT_EQ(multi["devices"]["requests"][0]["exactly"]["count"], 2);
+  EXPECT_EQ(multi["devices"]["requests"][0]["exactly"]["capacity"]["requests"],
+            json({{"cores", "50"}, {"memory", "16Gi"}}));
+  EXPECT_EQ(multi["devices"]["constraints"][0]["distinctAttribute"], "mgpu.io/uuid");
+
+  json whole =
+      ClaimSpecFor(Pod(Qos::kOnline, ComputePolicy::kFixedShare, true), Container(200, 0, 2 * 81920, 2), c);
+  EXPECT_EQ(whole["devices"]["requests"][0]["exactly"]["deviceClassName"], "whole.mgpu.io");
+  EXPECT_FALSE(whole["devices"]["requests"][0]["exactly"].contains("capacity"));
+
+  // Every spec the webhook makes passes the rules it checks claims against.
+  for (const json& spec : {online, offline, multi, whole})
+    EXPECT_TRUE(CheckClaimSpec(spec, c, "x").ok()) << spec;
+  EXPECT_EQ(TemplateNameFor(Pod(Qos::kOffline, ComputePolicy::kFixedShare), Container(0, 40, 2048), c),
+            "mgpu.io.fixed-share-offline-r40-m2048-x1");
+  EXPECT_NE(
+      TemplateNameFor(Pod(Qos::kOnline, ComputePolicy::kFixedShare), Container(30, 0, 4096), c),
+      TemplateNameFor(Pod(Qos::kOnline, ComputePolicy::kGuaranteedBurstShare), Container(30, 0, 4096), c));
+}
+
+json Spec(json exactly, json constraints = nullptr) {
+  exactly["allocationMode"] = "ExactCount";
+  json devices = {{"requests", json::array({{{"name", "gpu"}, {"exactly", exactly}}})}};
+  if (!constraints.is_null()) devices["constraints"] = constraints;
+  return {{"devices", devices}};
+}
+
+TEST(DraClaims, CheckClaimSpecRefusesWhatBreaksARule) {
+  const Config c;
+  const auto refusal = [&](const json& spec) {
+    Status s = CheckClaimSpec(spec, c, "ResourceClaim default/x");
+    return s.ok() ? std::string() : s.message();
+  };
+  EXPECT_NE(refusal(Spec({{"deviceClassName", "mgpu.io"},
+                          {"capacity",
+                           {{"requests", {{"cores", "30"}, {"reclaimedCores", "30"}, {"memory", "1Gi"}}}}}}))
+                .find("both cores and reclaimedCores"),
+            std::string::npos);
+  EXPECT_NE(refusal(Spec({{"deviceClassName", "mgpu.io"}, {"capacity", {{"requests", {{"memory", "1Gi"}}}}}}))
+                .find("neither cores"),
+            std::string::npos);
+  EXPECT_NE(refusal(Spec({{"deviceClassName", "mgpu.io"},
+                          {"capacity", {{"requests", {{"cores", "3"}, {"memory", "1Gi"}}}}}}))
+                .find("between 5 and 100"),
+            std::string::npos);
+  EXPECT_NE(refusal(Spec({{"deviceClassName", "mgpu.io"}, {"capacity", {{"requests", {{"cores", "30"}}}}}}))
+                .find("asks no memory"),
+            std::string::npos);
+  EXPECT_NE(refusal(Spec({{"deviceClassName", "native-burst-share.mgpu.io"},
+                          {"capacity", {{"requests", {{"reclaimedCores", "30"}, {"memory", "1Gi"}}}}}}))
+                .find("only go to fixed-share"),
+            std::string::npos);
+  EXPECT_NE(refusal(Spec({{"deviceClassName", "mgpu.io"},
+                          {"count", 2},
+                          {"capacity", {{"requests", {{"cores", "30"}, {"memory", "1Gi"}}}}}}))
+                .find("needs the selector"),
+            std::string::npos);
+  EXPECT_NE(refusal(Spec({{"deviceClassName", "mgpu.io"},
+                          {"count", 2},
+                          {"capacity", {{"requests", {{"reclaimedCores", "30"}, {"memory", "1Gi"}}}}}}))
+                .find("offline shares take one card"),
+            std::string::npos);
+  json two = Spec(
+      {{"deviceClassName", "mgpu.io"}, {"capacity", {{"requests", {{"cores", "30"}, {"memory", "1Gi"}}}}}});
+  two["devices"]["requests"].push_back(two["devices"]["requests"][0]);
+  EXPECT_NE(refusal(two).find("more than one request"), std::string::npos);
+  // Other drivers' claims and whole cards pass.
+  EXPECT_EQ(refusal(Spec({{"deviceClassName", "gpu.nvidia.com"}})), "");
+  EXPECT_EQ(refusal(Spec({{"deviceClassName", "whole.mgpu.io"}, {"count", 4}})), "");
+  // The refusal names the object.
+  EXPECT_EQ(refusal(Spec({{"deviceClassName", "mgpu.io"}, {"capacity", {{"requests", {{"cores", "30"}}}}}}))
+                .rfind("ResourceClaim default/x request gpu", 0),
+            0u);
+}
+
+AllocatedDevice Device(int card, Variant v, int64_t cores, int64_t reclaimed, int64_t memory,
+                       int64_t capacity = 24576) {
+  return AllocatedDevice{DeviceRef{card, v}, Consumed{cores, reclaimed, memory}, capacity};
+}
+
+TEST(DraClaims, ShareOfAnAllocation) {
+  const Config c;
+  auto online = ShareOf({Device(0, Variant::kGuaranteed, 30, 0, 4096)}, c, "default/a");
+  ASSERT_TRUE(online.ok()) << online.message();
+  EXPECT_EQ(*online, (ClaimShare{Qos::kOnline, ComputePolicy::kGuaranteedBurstShare, 30, 0, 4096, false}));
+  auto offline = ShareOf({Device(1, Variant::kFixed, 0, 40, 2048)}, c, "default/b");
+  ASSERT_TRUE(offline.ok());
+  EXPECT_EQ(*offline, (ClaimShare{Qos::kOffline, ComputePolicy::kFixedShare, 0, 40, 2048, false}));
+  auto multi =
+      ShareOf({Device(0, Variant::kFixedOnline, 50, 0, 8192), Device(1, Variant::kFixedOnline, 50, 0, 8192)},
+              c, "d/m");
+  ASSERT_TRUE(multi.ok());
+  EXPECT_EQ(multi->core_per_card, 50);
+  // A whole device, and a share of the whole memory with no core, own the card's compute.
+  auto whole = ShareOf({Device(2, Variant::kWhole, 0, 0, 0, 81920)}, c, "d/w");
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(*whole, (ClaimShare{Qos::kOnline, ComputePolicy::kFixedShare, 100, 0, 81920, true}));
+  auto all_memory = ShareOf({Device(0, Variant::kNative, 0, 0, 24576)}, c, "d/all");
+  ASSERT_TRUE(all_memory.ok());
+  EXPECT_EQ(all_memory->core_per_card, 100);
+  EXPECT_EQ(all_memory->policy, ComputePolicy::kNativeBurstShare);
+
+  const auto refusal = [&](const std::vector<AllocatedDevice>& d) {
+    auto s = ShareOf(d, c, "default/x");
+    return s.ok() ? std::string() : s.message();
+  };
+  EXPECT_NE(refusal({Device(0, Variant::kFixed, 0, 0, 1024)}).find("consumed no core"), std::string::npos);
+  EXPECT_NE(refusal({Device(0, Variant::kFixed, 30, 30, 1024)}).find("not both"), std::string::npos);
+  EXPECT_NE(refusal({Device(0, Variant::kFixed, 2, 0, 1024)}).find("between 5 and 100"), std::string::npos);
+  EXPECT_NE(refusal({Device(0, Variant::kFixed, 50, 0, 1024), Device(1, Variant::kFixed, 50, 0, 1024)})
+                .find("takes offline shares"),
+            std::string::npos);
+  EXPECT_NE(
+      refusal({Device(0, Variant::kFixedOnline, 50, 0, 1024), Device(1, Variant::kFixedOnline, 40, 0, 1024)})
+          .find("different amounts"),
+      std::string::npos);
+  EXPECT_NE(refusal({Device(0, Variant::kFixedOnline, 50, 0, 1024),
+                     Device(1, Variant::kGuaranteedOnline, 50, 0, 1024)})
+                .find("different kinds"),
+            std::string::npos);
+  EXPECT_NE(refusal({}).find("has no device"), std::string::npos);
+  EXPECT_EQ(refusal({Device(0, Variant::kFixed, 0, 0, 1024)}).rfind("claim default/x", 0), 0u);
+}
+
+TEST(DraClaims, ReadConsumedTakesQuantitiesAsTheAllocatorWritesThem) {
+  auto c = ReadConsumed(
+      json::parse(R"({"consumedCapacity": {"cores": "30", "memory": "1004Mi", "reclaimedCores": "0"}})"));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(*c, (Consumed{30, 0, 1004}));
+  auto big = ReadConsumed(json::parse(R"({"consumedCapacity": {"cores": "0", "memory": "24Gi"}})"));
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->memory_mib, 24576);
+  EXPECT_EQ(ReadConsumed(json::parse(R"({"device": "gpu-0-whole"})"))->memory_mib, 0);
+  EXPECT_FALSE(ReadConsumed(json::parse(R"({"consumedCapacity": {"cores": "1.5"}})")).ok());
+}
+
+}  // namespace
+}  // namespace mgpu::dra

@@ -1,0 +1,162 @@
+#include "dra/prepare.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "common/json_path.h"
+#include "dra/cdi.h"
+
+namespace mgpu::dra {
+namespace {
+
+using nlohmann::json;
+
+std::string Who(const ClaimRef& c) { return c.ns + "/" + c.name; }
+
+}  // namespace
+
+Result<ClaimAllocation> ReadClaimAllocation(const json& claim, const ClaimRef& ref, const std::string& node,
+                                            const std::vector<NodeCard>& cards, const Config& config) {
+  const std::string who = "claim " + Who(ref);
+  const std::string uid = MetadataString(claim, "uid");
+  if (uid != ref.uid)
+    return Error{who + " has UID " + uid + ", not the " + ref.uid +
+                 " the kubelet asked about (it was deleted and made again)"};
+  const json* results = FindPath(claim, {"status", "allocation", "devices", "results"});
+  if (results == nullptr || !results->is_array()) return Error{who + " is not allocated"};
+  const std::string driver = DriverName(config);
+  ClaimAllocation out;
+  std::string request;
+  for (const json& r : *results) {
+    if (StringAt(r, {"driver"}) != driver) continue;
+    const std::string pool = StringAt(r, {"pool"}), device = StringAt(r, {"device"});
+    if (pool != node)
+      return Error{who + " was allocated " + device + " of pool " + pool + ", not of this node's pool " +
+                   node};
+    const auto ref_device = ParseDeviceName(device);
+    const NodeCard* card = ref_device ? FindCard(cards, ref_device->card_index) : nullptr;
+    if (card == nullptr)
+      return Error{who + " was allocated " + device + ", which is not a device of node " + node};
+    if (!card->card.healthy)
+      return Error{who + " was allocated " + device + " on card " + card->card.uuid + ", which is unhealthy"};
+    if (!request.empty() && StringAt(r, {"request"}) != request)
+      return Error{who + " has devices of " + driver + " for two requests (" + request + ", " +
+                   StringAt(r, {"request"}) + "); one claim is one share"};
+    request = StringAt(r, {"request"});
+    auto consumed = ReadConsumed(r);
+    if (!consumed.ok()) return Error{who + " device " + device + " " + consumed.message()};
+    out.devices.push_back(AllocatedDevice{*ref_device, *consumed, card->capacity_mib});
+    out.answer.push_back(PreparedDevice{{request}, pool, device, StringAt(r, {"shareID"}), {}});
+  }
+  if (out.devices.empty()) return Error{who + " has no device of driver " + driver + " allocated"};
+  out.answer.front().cdi_ids.push_back(CdiDeviceId(ref.uid, config));
+  return out;
+}
+
+class Preparer::Turn {
+ public:
+  Turn(Preparer& p, const std::string& uid) : p_(p), uid_(uid) {
+    std::unique_lock lock(p_.mu_);
+    p_.turn_done_.wait(lock, [&] { return !p_.busy_.count(uid_); });
+    p_.busy_.insert(uid_);
+  }
+  ~Turn() {
+    {
+      std::lock_guard lock(p_.mu_);
+      p_.busy_.erase(uid_);
+    }
+    p_.turn_done_.notify_all();
+  }
+
+ private:
+  Preparer& p_;
+  const std::string uid_;
+};
+
+Preparer::Preparer(const Config& config, std::string node, std::vector<NodeCard> cards,
+                   const dp::DeviceState& health, PreparedClaims& claims, ClaimReader& reader)
+    : config_(config),
+      node_(std::move(node)),
+      cards_(std::move(cards)),
+      health_(health),
+      claims_(claims),
+      reader_(reader) {}
+
+PrepareOutcome Preparer::Prepare(const ClaimRef& claim) {
+  if (claim.uid.empty() || claim.name.empty())
+    return {{}, "the kubelet named a claim without UID or name (namespace " + claim.ns + ")"};
+  Turn turn(*this, claim.uid);
+  if (auto done = claims_.Find(claim.uid)) return {done->devices, ""};
+  return PrepareNew(claim);
+}
+
+PrepareOutcome Preparer::PrepareNew(const ClaimRef& ref) {
+  claim_reads_++;
+  Result<json> object = reader_.GetClaim(ref.ns, ref.name);
+  if (!object.ok()) return {{}, "cannot read claim " + Who(ref) + ": " + object.message()};
+  std::vector<NodeCard> cards = cards_;
+  for (const Card& c : health_.Cards()) {
+    for (NodeCard& n : cards) {
+      if (n.card.uuid == c.uuid) n.card.healthy = c.healthy;
+    }
+  }
+  auto allocation = ReadClaimAllocation(*object, ref, node_, cards, config_);
+  if (!allocation.ok()) return {{}, allocation.message()};
+  auto share = ShareOf(allocation->devices, config_, Who(ref));
+  if (!share.ok()) return {{}, share.message()};
+
+  std::vector<Card> held;
+  std::vector<std::string> nodes;
+  for (const AllocatedDevice& d : allocation->devices) {
+    const NodeCard& c = *FindCard(cards, d.device.card_index);
+    held.push_back(c.card);
+    for (const std::string& n : c.device_nodes) {
+      if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
+    }
+  }
+  std::sort(held.begin(), held.end(), [](const Card& a, const Card& b) { return a.index < b.index; });
+  const bool offline = share->qos == Qos::kOffline;
+  const auto environment =
+      dp::BuildContainerEnvironment(held, offline ? Resource::kReclaimedCore : Resource::kCore,
+                                    offline ? share->reclaimed_core_per_card : share->core_per_card,
+                                    share->memory_per_card_mib, config_.isolation, share->policy, ref.uid);
+  const std::string path = CdiSpecPath(ref.uid, config_);
+  if (Status s = WriteCdiSpec(path, CdiSpec(ref.uid, environment, nodes, config_)); !s.ok())
+    return {{}, "claim " + Who(ref) + ": " + s.message()};
+  PreparedClaim record{ref.uid, ref.ns, ref.name, allocation->answer, path};
+  if (Status s = claims_.Add(record); !s.ok()) {
+    (void)RemoveCdiSpec(path);
+    return {{}, "claim " + Who(ref) + ": " + s.message()};
+  }
+  std::string uuids;
+  for (const Card& c : held) uuids += (uuids.empty() ? "" : ",") + c.uuid;
+  spdlog::info("claim={} uid={} card={} qos={} policy={} core_per_card={} memory_mib={} prepared", Who(ref),
+               ref.uid, uuids, Name(share->qos), Name(share->policy),
+               offline ? share->reclaimed_core_per_card : share->core_per_card, share->memory_per_card_mib);
+  return {allocation->answer, ""};
+}
+
+std::string Preparer::Unprepare(const ClaimRef& claim) {
+  Turn turn(*this, claim.uid);
+  const auto done = claims_.Find(claim.uid);
+  if (Status s = claims_.Remove(claim.uid); !s.ok()) return "claim " + Who(claim) + ": " + s.message();
+  const std::string path = done ? done->cdi_spec : CdiSpecPath(claim.uid, config_);
+  if (Status s = RemoveCdiSpec(path); !s.ok()) return "claim " + Who(claim) + ": " + s.message();
+  if (done) spdlog::info("claim={} uid={} unprepared", Who(claim), claim.uid);
+  return "";
+}
+
+int Preparer::RemoveOrphanSpecs() {
+  int removed = 0;
+  for (const std::string& uid : ListCdiSpecs(config_)) {
+    if (claims_.Find(uid)) continue;
+    if (RemoveCdiSpec(CdiSpecPath(uid, config_)).ok()) {
+      spdlog::info("uid={} CDI spec of no prepared claim removed", uid);
+      removed++;
+    }
+  }
+  return removed;
+}
+
+}  // namespace mgpu::dra

@@ -1,0 +1,222 @@
+// The DRA webhooks with AdmissionReview bodies of admission.k8s.io/v1 (the shape admission_test.cc uses),
+// directly and over the extender's HTTP server. That the API server applies the patch and the scheduler
+// allocates the resulting claims is tests/dra/'s part (the real v1.36.2 components).
+#include "extender/dra_admission.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include "common/dra.h"
+#include "common/test_objects.h"
+#include "extender/extender.h"
+#include "extender/server.h"
+
+namespace mgpu::extender {
+namespace {
+
+using nlohmann::json;
+
+const ResourceNames kNames = Config().Names();
+
+json Review(const std::string& kind, const json& object, const std::string& operation = "CREATE",
+            bool dry_run = false, const std::string& group = "") {
+  json request = {{"uid", "u-1"},          {"kind", {{"group", group}, {"version", "v1"}, {"kind", kind}}},
+                  {"namespace", "team-a"}, {"operation", operation},
+                  {"object", object},      {"dryRun", dry_run}};
+  return {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"request", request}};
+}
+
+json Response(const AdmissionReply& reply) {
+  EXPECT_EQ(reply.status, 200) << reply.body;
+  return json::parse(reply.body)["response"];
+}
+
+// The pod with the response's patch applied, as the API server stores it.
+json Patched(const json& pod, const json& response) {
+  if (!response.contains("patch")) return pod;
+  EXPECT_EQ(response["patchType"], "JSONPatch");
+  const std::string b64 = response["patch"];
+  std::string bytes;
+  static const std::string kDigits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : b64) {
+    if (c == '=') break;
+    acc = (acc << 6) | static_cast<uint32_t>(kDigits.find(c));
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      bytes += static_cast<char>((acc >> bits) & 0xff);
+    }
+  }
+  return pod.patch(json::parse(bytes));
+}
+
+struct Written {
+  std::vector<std::pair<std::string, json>> templates;
+  Status fail = Status::Ok();
+  TemplateWriter Writer() {
+    return [this](const std::string& ns, const json& t) {
+      if (!fail.ok()) return fail;
+      templates.emplace_back(ns, t);
+      return Status::Ok();
+    };
+  }
+};
+
+json OnlinePod() {
+  json pod = testobj::Pod("infer", 30, 4096);
+  pod["metadata"].erase("uid");
+  pod["spec"]["containers"].push_back({{"name", "sidecar"}, {"image", "x"}});
+  pod["spec"]["containers"][0]["resources"]["requests"] = {
+      {kNames.core, "30"}, {kNames.memory, "4096"}, {"cpu", "1"}};
+  return pod;
+}
+
+TEST(DraMutation, AnOnlinePodAsksItsShareThroughAClaimTemplate) {
+  Written written;
+  const json pod = OnlinePod();
+  const json response = Response(MutatePodForDra(Review("Pod", pod).dump(), Config(), {}, written.Writer()));
+  EXPECT_TRUE(response["allowed"]);
+  const json out = Patched(pod, response);
+  ASSERT_EQ(written.templates.size(), 1u);
+  const auto& [ns, tmpl] = written.templates[0];
+  EXPECT_EQ(ns, "default");
+  EXPECT_EQ(tmpl["kind"], "ResourceClaimTemplate");
+  EXPECT_EQ(tmpl["metadata"]["name"], "mgpu.io.fixed-share-online-c30-m4096-x1");
+  EXPECT_EQ(tmpl["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]["requests"],
+            json({{"cores", "30"}, {"memory", "4Gi"}}));
+  EXPECT_EQ(out["spec"]["resourceClaims"],
+            json::array({{{"name", "mgpu-0"},
+                          {"resourceClaimTemplateName", "mgpu.io.fixed-share-online-c30-m4096-x1"}}}));
+  const json& c = out["spec"]["containers"][0];
+  EXPECT_EQ(c["resources"]["claims"], json::array({{{"name", "mgpu-0"}}}));
+  EXPECT_EQ(c["resources"]["limits"], json::object());  // the mgpu limits are gone
+  EXPECT_EQ(c["resources"]["requests"], json({{"cpu", "1"}}));
+  EXPECT_EQ(out["spec"]["containers"][1], pod["spec"]["containers"][1]);  // no GPU: untouched
+  // The rewritten pod asks nothing of the device plugin any more: /validate and the extender let it be.
+  EXPECT_FALSE(ParsePodRequest(out, Config())->AsksForGpu());
+}
+
+TEST(DraMutation, QosPolicyAndCardCountComeThroughTheWorkload) {
+  Written written;
+  json pod = testobj::Pod("train", 0, 2048);
+  pod["spec"]["containers"][0]["resources"]["limits"] = {{kNames.reclaimed_core, "40"},
+                                                         {kNames.memory, "2048"}};
+  pod["metadata"]["ownerReferences"] = json::array({{{"apiVersion", "apps/v1"},
+                                                     {"kind", "ReplicaSet"},
+                                                     {"name", "train-1"},
+                                                     {"controller", true},
+                                                     {"uid", "x"}}});
+  const WorkloadLookup workload = [](const json&) {
+    return Annotations{{"mgpu.io/mgpu-compute-policy", "guaranteed-burst-share"}};
+  };
+  const json response =
+      Response(MutatePodForDra(Review("Pod", pod).dump(), Config(), workload, written.Writer()));
+  ASSERT_TRUE(response["allowed"]);
+  ASSERT_EQ(written.templates.size(), 1u);
+  const json& exactly = written.templates[0].second["spec"]["spec"]["devices"]["requests"][0]["exactly"];
+  EXPECT_EQ(exactly["deviceClassName"], "guaranteed-burst-share.mgpu.io");
+  EXPECT_EQ(exactly["capacity"]["requests"], json({{"reclaimedCores", "40"}, {"memory", "2Gi"}}));
+
+  Written multi;
+  json two = testobj::Pod("two", 100, 32768);
+  two["metadata"]["annotations"] = {{"mgpu.io/gpu-count", "2"}};
+  ASSERT_TRUE(Response(MutatePodForDra(Review("Pod", two).dump(), Config(), {}, multi.Writer()))["allowed"]);
+  const json& spec = multi.templates[0].second["spec"]["spec"];
+  EXPECT_EQ(spec["devices"]["requests"][0]["exactly"]["count"], 2);
+  EXPECT_TRUE(dra::CheckClaimSpec(spec, Config(), "t").ok());
+
+  Written whole;
+  json dedicated = testobj::Pod("llm", 100, 81920);
+  dedicated["metadata"]["annotations"] = {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"}};
+  ASSERT_TRUE(
+      Response(MutatePodForDra(Review("Pod", dedicated).dump(), Config(), {}, whole.Writer()))["allowed"]);
+  EXPECT_EQ(whole.templates[0].second["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"],
+            "whole.mgpu.io");
+}
+
+TEST(DraMutation, RefusesWhatValidateRefusesAndLeavesOtherPodsAlone) {
+  Written written;
+  const json refusal = Response(MutatePodForDra(Review("Pod", testobj::Pod("greedy", 150, 1024)).dump(),
+                                                Config(), {}, written.Writer()));
+  EXPECT_FALSE(refusal["allowed"]);
+  EXPECT_NE(refusal["status"]["message"].get<std::string>().find("150 is above 100"), std::string::npos);
+  json plain = {{"metadata", {{"name", "web"}}},
+                {"spec", {{"containers", {{{"name", "c"}, {"image", "x"}}}}}}};
+  const json untouched =
+      Response(MutatePodForDra(Review("Pod", plain).dump(), Config(), {}, written.Writer()));
+  EXPECT_TRUE(untouched["allowed"]);
+  EXPECT_FALSE(untouched.contains("patch"));
+  EXPECT_TRUE(Response(MutatePodForDra(Review("Pod", OnlinePod(), "UPDATE").dump(), Config(), {},
+                                       written.Writer()))["allowed"]);
+  EXPECT_TRUE(written.templates.empty());
+  EXPECT_EQ(MutatePodForDra("{", Config(), {}, written.Writer()).status, 400);
+}
+
+TEST(DraMutation, ADryRunCreatesNothingAndAFailedTemplateRefusesThePod) {
+  Written written;
+  const json dry = Response(
+      MutatePodForDra(Review("Pod", OnlinePod(), "CREATE", true).dump(), Config(), {}, written.Writer()));
+  EXPECT_TRUE(dry["allowed"]);
+  EXPECT_TRUE(dry.contains("patch"));
+  EXPECT_TRUE(written.templates.empty());
+  written.fail = Error{"forbidden"};
+  const json failed =
+      Response(MutatePodForDra(Review("Pod", OnlinePod()).dump(), Config(), {}, written.Writer()));
+  EXPECT_FALSE(failed["allowed"]);
+  EXPECT_EQ(failed["status"]["message"],
+            "pod default/infer: cannot create ResourceClaimTemplate mgpu.io.fixed-share-online-c30-m4096-x1: "
+            "forbidden");
+}
+
+TEST(DraClaimValidation, RefusesClaimsAndTemplatesThatBreakARule) {
+  json claim = {
+      {"metadata", {{"name", "c"}}},
+      {"spec",
+       {{"devices",
+         {{"requests",
+           {{{"name", "gpu"},
+             {"exactly",
+              {{"deviceClassName", "mgpu.io"}, {"capacity", {{"requests", {{"cores", "30"}}}}}}}}}}}}}}};
+  const json refused = Response(ReviewClaimAdmission(
+      Review("ResourceClaim", claim, "CREATE", false, "resource.k8s.io").dump(), Config()));
+  EXPECT_FALSE(refused["allowed"]);
+  EXPECT_EQ(refused["status"]["message"].get<std::string>().rfind(
+                "ResourceClaim team-a/c request gpu asks no memory", 0),
+            0u);
+  // A claim's status updates (allocation) are not judged again.
+  EXPECT_TRUE(Response(ReviewClaimAdmission(
+      Review("ResourceClaim", claim, "UPDATE", false, "resource.k8s.io").dump(), Config()))["allowed"]);
+  json tmpl = {{"metadata", {{"name", "t"}}}, {"spec", {{"spec", claim["spec"]}}}};
+  EXPECT_FALSE(Response(
+      ReviewClaimAdmission(Review("ResourceClaimTemplate", tmpl, "UPDATE", false, "resource.k8s.io").dump(),
+                           Config()))["allowed"]);
+  tmpl["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]["requests"]["memory"] = "4Gi";
+  EXPECT_TRUE(Response(
+      ReviewClaimAdmission(Review("ResourceClaimTemplate", tmpl, "CREATE", false, "resource.k8s.io").dump(),
+                           Config()))["allowed"]);
+}
+
+TEST(DraMutation, ServedOverTheExtendersHttpServer) {
+  ClusterCache cache{Config()};
+  Metrics metrics;
+  Extender extender(cache, nullptr, nullptr, metrics);
+  Written written;
+  HttpServer server(
+      extender, cache, metrics, [] { return false; }, {}, written.Writer());
+  ASSERT_TRUE(server.Start("127.0.0.1:0", ExtenderConfig()).ok());
+  httplib::Client client("127.0.0.1", server.port());
+  auto res = client.Post("/mutate", Review("Pod", OnlinePod()).dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_TRUE(json::parse(res->body)["response"].contains("patch"));
+  EXPECT_EQ(written.templates.size(), 1u);
+  auto claims = client.Post("/validate-claims", "[]", "application/json");
+  ASSERT_TRUE(claims);
+  EXPECT_EQ(claims->status, 400);
+  server.Stop();
+}
+
+}  // namespace
+}  // namespace mgpu::extender

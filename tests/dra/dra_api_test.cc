@@ -1,0 +1,556 @@
+// mgpu's DRA mode on the real kube-apiserver, kube-scheduler and kube-controller-manager v1.36.2
+// (docs/dra.md; issue 29 part 6), without a kubelet: scripts/cluster.sh --no-kubelet with API-only nodes
+// (mgpu-api-nodes: 8 x 80 GiB, 2 x 24 GiB and 4 x 16 GiB cards in turn; MGPU_DRA_API_NODES of them, default
+// 12, which keeps the test within a minute: the 1,000-node scale is bench/realcluster_dra.sh's), each node's
+// ResourceSlices published with the node daemon's own code (slices.h), mgpu's DeviceClasses of deploy/dra/,
+// and the extender run on this machine serving the DRA webhooks to the API server. What the tests read is
+// what the real components made: the slices the API server stored, the claims kube-scheduler allocated
+// (device, shareID, consumedCapacity), the pods the API server admitted after calling /mutate. Skipped
+// without the Kubernetes binaries.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "common/codec.h"
+#include "common/config.h"
+#include "common/dra.h"
+#include "common/file.h"
+#include "common/request.h"
+#include "common/yaml_json.h"
+#include "deviceplugin/device_state.h"
+#include "dra/devices.h"
+#include "dra/publisher.h"
+#include "dra/real_cluster.h"
+#include "dra/slices.h"
+#include "extender/dra_admission.h"
+
+namespace mgpu::testing::dra {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace std::chrono_literals;
+using mgpu::dra::ClaimSpecFor;
+using mgpu::dra::DeviceRef;
+using mgpu::dra::NodeCard;
+
+const std::string kRepo = MGPU_SOURCE_DIR;
+const std::string kBuild = MGPU_BUILD_DIR;
+const std::string kSeeds = std::string(MGPU_SHARED_DIR) + "/fixtures/seed-scenarios/";
+// The API-only nodes: MGPU_DRA_API_NODES, at least 3 (the tests use nodes 0 to 2), default 12.
+int Nodes() {
+  const char* n = std::getenv("MGPU_DRA_API_NODES");
+  return n && *n ? std::max(3, std::atoi(n)) : 12;
+}
+const int kNodes = Nodes();
+constexpr auto kWait = 300s;  // a shared 2-core machine: the API server answers slowly under load
+
+const kube::ApiResource kNamespaces{"/api/v1", "namespaces", "Namespace", false};
+const kube::ApiResource kMutatingWebhooks{"/apis/admissionregistration.k8s.io/v1",
+                                          "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
+                                          false};
+const kube::ApiResource kValidatingWebhooks{"/apis/admissionregistration.k8s.io/v1",
+                                            "validatingwebhookconfigurations",
+                                            "ValidatingWebhookConfiguration", false};
+
+// One card's usage summed over every allocated claim, from what the scheduler wrote.
+struct CardSum {
+  int64_t cores = 0, reclaimed = 0, memory_mib = 0, capacity_mib = 0;
+  std::set<std::string> variants;  // devices of the card in use
+  int offline = 0, multi = 0, whole = 0, claims = 0;
+};
+
+class DraApi : public ::testing::Test {
+ public:
+  static void SetUpTestSuite() {
+    const char* dir = std::getenv("MGPU_DRA_API_DIR");
+    const char* base = std::getenv("MGPU_DRA_API_PORT_BASE");
+    cluster_ = std::make_unique<Cluster>(kRepo, dir && *dir ? dir : "/tmp/mgpu-dra-api",
+                                         base && *base ? base : "37000");
+    bool skipped = false;
+    failure_ = cluster_->Up("--no-kubelet --api-nodes " + std::to_string(kNodes) +
+                                " --api-node-cards 8x81920,2x24576,4x16384 --scheduler-qps 1000",
+                            skipped);
+    if (skipped) skip_ = failure_;
+    if (!failure_.empty()) return;
+    failure_ = StartExtender();
+    if (failure_.empty()) failure_ = PublishEveryNode();
+  }
+
+  static void TearDownTestSuite() {
+    extender_.reset();
+    cluster_.reset();
+  }
+
+ protected:
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << "skipped: no Kubernetes binaries (" << skip_ << ")";
+    ASSERT_TRUE(failure_.empty()) << failure_;
+  }
+
+  static kube::Client& Api() { return cluster_->client(); }
+
+  // The extender on this machine, where the cluster's kube-scheduler configuration calls it, serving a
+  // certificate for both names it is called by (the scheduler's serverName and the webhooks' 127.0.0.1),
+  // signed by the CA cluster.sh gave the scheduler; and the DRA webhooks pointed at it.
+  static std::string StartExtender() {
+    const std::string state = cluster_->state();
+    const std::string tls = state + "/extender-tls";
+    const Output cert = Sh(
+        "cd " + tls +
+        " && openssl req -new -newkey rsa:2048 -nodes -keyout dra.key -subj /CN=mgpu-dra -out dra.csr "
+        "&& printf 'subjectAltName=DNS:mgpu-scheduler-extender.mgpu-system.svc,IP:127.0.0.1\\n' > dra.ext && "
+        "openssl x509 -req -in dra.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile dra.ext "
+        "-out dra.crt");
+    if (cert.rc != 0) return "cannot make the extender's certificate: " + cert.out;
+    const std::string port = cluster_->Env("MGPU_CLUSTER_EXTENDER_PORT");
+    const std::string config = state + "/dra-extender.yaml";
+    std::ofstream(config) << "extender:\n  listenAddress: 127.0.0.1:" << port << "\n  tlsCertFile: " << tls
+                          << "/dra.crt\n  tlsKeyFile: " << tls << "/dra.key\n";
+    extender_ = std::make_unique<Background>(
+        std::vector<std::string>{kBuild + "/src/extender/mgpu-scheduler-extender", "--kubeconfig",
+                                 state + "/kubeconfig", "--config", config},
+        state + "/logs/dra-extender.log");
+    if (!Poll([&] { return Sh("curl -sfk https://127.0.0.1:" + port + "/readyz").rc == 0; }, kWait))
+      return "the extender did not get ready: " + Sh("tail -20 " + state + "/logs/dra-extender.log").out;
+    Result<std::string> ca = ReadFile(tls + "/caBundle");
+    if (!ca.ok()) return ca.message();
+    std::string bundle = *ca;
+    while (!bundle.empty() && (bundle.back() == '\n' || bundle.back() == ' ')) bundle.pop_back();
+    // deploy/dra/webhook.yaml, with the extender's address on this machine instead of its Service.
+    Result<std::vector<json>> docs = YamlDocumentsToJson(*ReadFile(kRepo + "/deploy/dra/webhook.yaml"));
+    if (!docs.ok()) return docs.message();
+    for (json doc : *docs) {
+      for (json& w : doc["webhooks"]) {
+        const std::string path = w["clientConfig"]["service"]["path"];
+        w["clientConfig"] = {{"url", "https://127.0.0.1:" + port + path}, {"caBundle", bundle}};
+      }
+      kube::ApiResult r = Api().Create(
+          doc["kind"] == "MutatingWebhookConfiguration" ? kMutatingWebhooks : kValidatingWebhooks, "", doc);
+      if (!r.ok()) return "the API server refused " + doc["kind"].get<std::string>() + ": " + r.message();
+    }
+    return "";
+  }
+
+  // Every API-only node's slices, from the cards of its D/gpu-inventory (what its device plugin would
+  // publish), as the node daemon builds them (mgpu-dra-slices, dra/publisher.h's PublishOnce); and each
+  // node's cards as the daemon sees them, for the checks.
+  static std::string PublishEveryNode() {
+    const Output published =
+        Sh(kBuild + "/src/tools/mgpu-dra-slices --kubeconfig " + cluster_->state() + "/kubeconfig");
+    if (published.rc != 0) return "mgpu-dra-slices: " + published.out;
+    kube::ApiResult nodes = Api().ListNodes({.label_selector = "mgpu.io/api-only=true"});
+    if (!nodes.ok()) return nodes.message();
+    for (const json& n : nodes->value("items", json::array())) {
+      const std::string name = n["metadata"]["name"];
+      auto inventory =
+          DecodeInventory(n["metadata"]["annotations"].value(Config().Names().gpu_inventory, ""));
+      if (!inventory.ok()) return name + ": " + inventory.message();
+      std::vector<dp::GpuInfo> gpus;
+      for (const Card& c : inventory->cards) gpus.push_back({c, -1, ""});
+      cards_[name] = mgpu::dra::NodeCardsOf(gpus, Config());
+    }
+    if (cards_.size() != static_cast<size_t>(kNodes))
+      return "expected " + std::to_string(kNodes) + " nodes, found " + std::to_string(cards_.size());
+    return "";
+  }
+
+  // A namespace, once kube-controller-manager gave it the ServiceAccount its pods are admitted with.
+  static kube::ApiResult CreateNamespace(const std::string& name, const json& labels = json::object()) {
+    kube::ApiResult r = Api().Create(kNamespaces, "", {{"metadata", {{"name", name}, {"labels", labels}}}});
+    const kube::ApiResource service_accounts{"/api/v1", "serviceaccounts", "ServiceAccount", true};
+    if (r.ok()) Poll([&] { return Api().Get(service_accounts, name, "default").ok(); }, kWait);
+    return r;
+  }
+
+  // A pod of one container holding claim "gpu" of `template_name` (or the claim `claim_name`), pinned to
+  // `node` when given.
+  static json ClaimPod(const std::string& name, const std::string& template_name,
+                       const std::string& node = "", const std::string& claim_name = "") {
+    json claim = {{"name", "gpu"}};
+    if (claim_name.empty()) {
+      claim["resourceClaimTemplateName"] = template_name;
+    } else {
+      claim["resourceClaimName"] = claim_name;
+    }
+    json spec = {
+        {"terminationGracePeriodSeconds", 1},
+        {"resourceClaims", json::array({claim})},
+        {"containers",
+         json::array({{{"name", "c"}, {"image", "x"}, {"resources", {{"claims", {{{"name", "gpu"}}}}}}}})}};
+    if (!node.empty()) spec["nodeSelector"] = {{"kubernetes.io/hostname", node}};
+    return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", {{"name", name}}}, {"spec", spec}};
+  }
+
+  static json Template(const std::string& name, const json& claim_spec) {
+    return {{"apiVersion", "resource.k8s.io/v1"},
+            {"kind", "ResourceClaimTemplate"},
+            {"metadata", {{"name", name}}},
+            {"spec", {{"spec", claim_spec}}}};
+  }
+
+  static PodRequest Shape(Qos qos, ComputePolicy policy, int core, int64_t memory_mib, int cards = 1,
+                          bool dedicated = false) {
+    PodRequest p;
+    p.qos = qos;
+    p.compute_policy = policy;
+    p.dedicated = dedicated;
+    ContainerRequest c;
+    c.name = "c";
+    c.card_count = cards;
+    (qos == Qos::kOffline ? c.reclaimed_core : c.core) = core * cards;
+    c.memory_mib = memory_mib * cards;
+    p.containers.push_back(c);
+    return p;
+  }
+
+  // The allocation results of the driver for the claim of `pod` ("ns/pod" claims as the pod's status names
+  // them), once allocated.
+  static json ResultsOf(const std::string& ns, const std::string& pod) {
+    kube::ApiResult p = Api().GetPod(ns, pod);
+    if (!p.ok()) return nullptr;
+    const json* statuses = FindPath(*p, {"status", "resourceClaimStatuses"});
+    std::string claim;
+    if (statuses && statuses->is_array() && !statuses->empty())
+      claim = (*statuses)[0].value("resourceClaimName", "");
+    if (const json* extended = FindPath(*p, {"status", "extendedResourceClaimStatus", "resourceClaimName"}))
+      claim = extended->get<std::string>();
+    if (claim.empty()) {
+      const json* claims = FindPath(*p, {"spec", "resourceClaims"});
+      if (claims && claims->is_array() && !claims->empty())
+        claim = (*claims)[0].value("resourceClaimName", "");
+    }
+    if (claim.empty()) return nullptr;
+    kube::ApiResult c = Api().Get(kube::kResourceClaims, ns, claim);
+    if (!c.ok()) return nullptr;
+    const json* results = FindPath(*c, {"status", "allocation", "devices", "results"});
+    return results ? *results : json(nullptr);
+  }
+
+  static json WaitResults(const std::string& ns, const std::string& pod) {
+    json results;
+    Poll([&] { return !(results = ResultsOf(ns, pod)).is_null(); }, kWait);
+    return results;
+  }
+
+  // Why kube-scheduler left `pod` unscheduled ("" while it has not said).
+  static std::string Unschedulable(const std::string& ns, const std::string& pod) {
+    kube::ApiResult p = Api().GetPod(ns, pod);
+    if (!p.ok()) return "";
+    for (const json& c : p->value("status", json::object()).value("conditions", json::array()))
+      if (c.value("type", "") == "PodScheduled" && c.value("reason", "") == "Unschedulable")
+        return c.value("message", "");
+    return "";
+  }
+
+  // Every allocated claim of the driver summed per card ("node/gpu-<i>"), with the per-card rules'
+  // facts; `cards_used` counts cards holding anything.
+  static std::map<std::string, CardSum> Usage() {
+    std::map<std::string, CardSum> out;
+    kube::ApiResult claims = Api().List(kube::kResourceClaims, "");
+    EXPECT_TRUE(claims.ok()) << claims.message();
+    for (const json& claim : claims.ok() ? claims->value("items", json::array()) : json::array()) {
+      const json* results = FindPath(claim, {"status", "allocation", "devices", "results"});
+      if (!results) continue;
+      int ours = 0;
+      for (const json& r : *results) ours += r.value("driver", "") == "mgpu.io";
+      for (const json& r : *results) {
+        if (r.value("driver", "") != "mgpu.io") continue;
+        const auto device = mgpu::dra::ParseDeviceName(r.value("device", ""));
+        EXPECT_TRUE(device.has_value()) << r.dump();
+        if (!device) continue;
+        const std::string node = r.value("pool", "");
+        CardSum& s = out[node + "/gpu-" + std::to_string(device->card_index)];
+        auto consumed = mgpu::dra::ReadConsumed(r);
+        EXPECT_TRUE(consumed.ok()) << r.dump();
+        s.cores += consumed->cores;
+        s.reclaimed += consumed->reclaimed_cores;
+        s.memory_mib += consumed->memory_mib;
+        s.variants.insert(std::string(mgpu::dra::Name(device->variant)));
+        s.offline += consumed->reclaimed_cores > 0;
+        s.multi += ours > 1;
+        s.whole += device->variant == mgpu::dra::Variant::kWhole;
+        s.claims += 1;
+        for (const NodeCard& c : cards_[node])
+          if (c.card.index == device->card_index) s.capacity_mib = c.capacity_mib;
+        EXPECT_FALSE(r.value("shareID", "").empty() && device->variant != mgpu::dra::Variant::kWhole)
+            << r.dump();
+      }
+    }
+    return out;
+  }
+
+  // The per-card rules of DESIGN §4 over everything allocated: capacities, one device (so one compute
+  // policy) per card, a whole card alone, offline never beside multi-card shares.
+  static void ExpectRulesHold(const std::map<std::string, CardSum>& usage) {
+    for (const auto& [card, s] : usage) {
+      EXPECT_LE(s.cores, 100) << card;
+      EXPECT_LE(s.reclaimed, 100) << card;
+      EXPECT_LE(s.memory_mib, s.capacity_mib) << card;
+      EXPECT_EQ(s.variants.size(), 1u) << card << " is held through several of its devices";
+      if (s.whole > 0) {
+        EXPECT_EQ(s.claims, 1) << card;
+      }
+      EXPECT_FALSE(s.offline > 0 && s.multi > 0) << card;
+    }
+  }
+
+  static inline std::unique_ptr<Cluster> cluster_;
+  static inline std::unique_ptr<Background> extender_;
+  static inline std::map<std::string, std::vector<NodeCard>> cards_;
+  static inline std::string skip_, failure_;
+};
+
+// The slices of every node are stored as published (quantities come back in the form sent, so the node
+// daemon's comparison sees no change), a 10-card node's pool spans two pairs of slices, an unhealthy card's
+// devices carry the taint; and the node daemon's publisher, against this API server, finds its pool through
+// the field selectors and publishes it again, a generation higher, after a slice is deleted.
+TEST_F(DraApi, SlicesAreStoredAsPublishedAndPublishedAgainAfterADeletion) {
+  for (const std::string node : {"api-node-0000", "api-node-0001", "api-node-0002"}) {
+    for (const json& wanted : mgpu::dra::BuildSlices(node, cards_[node], Config(), 1)) {
+      kube::ApiResult stored =
+          Api().Get(kube::kResourceSlices, "", wanted["metadata"]["name"].get<std::string>());
+      ASSERT_TRUE(stored.ok()) << stored.message();
+      EXPECT_TRUE(mgpu::dra::SameSpec(*stored, wanted)) << stored->dump();
+    }
+  }
+  std::vector<Card> wide;
+  for (int i = 0; i < 10; ++i)
+    wide.push_back({i, "GPU-wide-" + std::to_string(i), "NVIDIA H100 80GB HBM3", 81559, i != 3});
+  std::vector<NodeCard> cards;
+  for (const Card& c : wide)
+    cards.push_back({c, 81559, "0000:" + std::to_string(10 + c.index) + ":00.0", {}});
+  dp::DeviceState state(wide);
+  mgpu::dra::SlicePublisher publisher(Config(), "dra-wide", cards, Api(), state, "test");
+  publisher.Start();
+  ASSERT_TRUE(Poll([&] { return publisher.UpToDate(); }, kWait));
+  const int64_t first = publisher.generation();
+  kube::ApiResult listed =
+      Api().List(kube::kResourceSlices, "", {.field_selector = "spec.nodeName=dra-wide"});
+  ASSERT_TRUE(listed.ok()) << listed.message();
+  ASSERT_EQ(listed->value("items", json::array()).size(), 4u);
+  for (const json& s : (*listed)["items"]) {
+    for (const json& d : s["spec"].value("devices", json::array()))
+      EXPECT_EQ(d.contains("taints"), d["name"].get<std::string>().starts_with("gpu-3-")) << d["name"];
+  }
+  ASSERT_TRUE(Api().Delete(kube::kResourceSlices, "", "dra-wide-mgpu.io-devices-1").ok());
+  ASSERT_TRUE(Poll([&] { return publisher.generation() > first && publisher.UpToDate(); }, kWait));
+  EXPECT_TRUE(Api().Get(kube::kResourceSlices, "", "dra-wide-mgpu.io-devices-1").ok());
+  publisher.Stop();
+}
+
+// On one node of two 24 GiB cards, claims of every shape land as the per-card rules say, because the
+// scheduler itself keeps them: a second compute policy takes the other card, offline joins the online share,
+// a whole card and a multi-card share find no card, native-burst-share none either; once the other card is
+// free again a whole card takes it.
+TEST_F(DraApi, ClaimsOfEveryShapeAreAllocatedByThePerCardRules) {
+  ASSERT_TRUE(CreateNamespace("rules").ok());
+  const std::string node = "api-node-0001";  // 2 x 24576 MiB
+  const Config c;
+  const struct {
+    const char* name;
+    PodRequest shape;
+  } claims[] = {
+      {"fixed-30", Shape(Qos::kOnline, ComputePolicy::kFixedShare, 30, 4096)},
+      {"guaranteed-30", Shape(Qos::kOnline, ComputePolicy::kGuaranteedBurstShare, 30, 4096)},
+      {"offline-40", Shape(Qos::kOffline, ComputePolicy::kFixedShare, 40, 2048)},
+      {"whole", Shape(Qos::kOnline, ComputePolicy::kFixedShare, 100, 24576, 1, true)},
+      {"two-50", Shape(Qos::kOnline, ComputePolicy::kFixedShare, 50, 8192, 2)},
+      {"native-10", Shape(Qos::kOnline, ComputePolicy::kNativeBurstShare, 10, 1024)},
+  };
+  for (const auto& [name, shape] : claims) {
+    json claim = {{"apiVersion", "resource.k8s.io/v1"},
+                  {"kind", "ResourceClaim"},
+                  {"metadata", {{"name", name}}},
+                  {"spec", ClaimSpecFor(shape, shape.containers[0], c)}};
+    kube::ApiResult created = Api().Create(kube::kResourceClaims, "rules", claim);
+    ASSERT_TRUE(created.ok()) << name << ": " << created.message();
+    ASSERT_TRUE(Api().Create(kube::kPods, "rules", ClaimPod(name, "", node, name)).ok()) << name;
+    if (std::string(name) == "guaranteed-30" || std::string(name) == "fixed-30") WaitResults("rules", name);
+  }
+  const json fixed = WaitResults("rules", "fixed-30");
+  ASSERT_EQ(fixed.size(), 1u);
+  EXPECT_EQ(fixed[0]["device"], "gpu-0-fixed");
+  EXPECT_EQ(fixed[0]["consumedCapacity"],
+            json({{"cores", "30"}, {"memory", "4Gi"}, {"reclaimedCores", "0"}}));
+  EXPECT_EQ(WaitResults("rules", "guaranteed-30")[0]["device"], "gpu-1-guaranteed");
+  const json offline = WaitResults("rules", "offline-40");
+  EXPECT_EQ(offline[0]["device"], "gpu-0-fixed");
+  EXPECT_EQ(offline[0]["consumedCapacity"]["reclaimedCores"], "40");
+  EXPECT_EQ(offline[0]["consumedCapacity"]["cores"], "0");
+  for (const char* waiting : {"whole", "two-50", "native-10"}) {
+    EXPECT_TRUE(Poll([&] { return !Unschedulable("rules", waiting).empty(); }, kWait)) << waiting;
+    EXPECT_NE(Unschedulable("rules", waiting).find("cannot allocate all claims"), std::string::npos)
+        << Unschedulable("rules", waiting);
+    EXPECT_TRUE(ResultsOf("rules", waiting).is_null()) << waiting;
+  }
+  // The native share gives up, then the guaranteed one leaves: the freed card goes to the whole card (with
+  // both waiting, the scheduler gives it to whichever it tries first).
+  for (const char* gone : {"native-10", "guaranteed-30"}) {
+    ASSERT_EQ(Sh(cluster_->kubectl() + " delete pod -n rules " + gone + " --grace-period=0 --force").rc, 0);
+    ASSERT_TRUE(Api().Delete(kube::kResourceClaims, "rules", gone).ok());
+  }
+  const json whole = WaitResults("rules", "whole");
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0]["device"], "gpu-1-whole");
+  ExpectRulesHold(Usage());
+}
+
+// A pod that asks a whole card through the extended resource mgpu.io/gpu (KEP-5004) gets one: the
+// scheduler makes the claim itself, of class whole.mgpu.io.
+TEST_F(DraApi, TheExtendedResourceGetsAWholeCard) {
+  ASSERT_TRUE(CreateNamespace("whole").ok());
+  json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", "x1"}}},
+              {"spec",
+               {{"containers",
+                 {{{"name", "c"}, {"image", "x"}, {"resources", {{"limits", {{"mgpu.io/gpu", "1"}}}}}}}}}}};
+  ASSERT_TRUE(Api().Create(kube::kPods, "whole", pod).ok());
+  const json results = WaitResults("whole", "x1");
+  ASSERT_EQ(results.size(), 1u) << Unschedulable("whole", "x1");
+  EXPECT_NE(results[0]["device"].get<std::string>().find("-whole"), std::string::npos) << results.dump();
+}
+
+// The seed scenarios through the real API server and the extender's /mutate: the Deployments of
+// online-offline.yaml (their annotations on the Deployment, as Volcengine writes them) become pods whose GPU
+// asks are claims of the Deployments' compute policy, online and offline as the qos_level says, all
+// allocated; the EMR-style pod too; every pod of bad-requests.yaml is refused with the sentence /validate
+// gives; and a claim that breaks a rule is refused at creation by /validate-claims.
+TEST_F(DraApi, SeedScenariosThroughTheWebhook) {
+  ASSERT_TRUE(CreateNamespace("seeds", {{"mgpu.io/dra", "enabled"}}).ok());
+  const auto seed = [](const std::string& file) {
+    std::string yaml = *ReadFile(kSeeds + file);
+    for (size_t at; (at = yaml.find("vke.volcengine.com")) != std::string::npos;)
+      yaml.replace(at, 18, "mgpu.io");
+    return *YamlDocumentsToJson(yaml);
+  };
+  for (const char* file : {"online-offline.yaml", "emr-style.yaml"}) {
+    for (json doc : seed(file)) {
+      doc["metadata"]["namespace"] = "seeds";
+      const kube::ApiResource& kind = doc["kind"] == "Deployment" ? kube::kDeployments : kube::kPods;
+      kube::ApiResult r = Api().Create(kind, "seeds", doc);
+      ASSERT_TRUE(r.ok()) << file << ": " << r.message();
+    }
+  }
+  std::vector<json> pods;
+  ASSERT_TRUE(Poll(
+      [&] {
+        kube::ApiResult list = Api().ListPods("seeds");
+        pods = list.ok() ? list->value("items", json::array()).get<std::vector<json>>() : std::vector<json>();
+        return pods.size() == 5;
+      },
+      kWait));
+  int online = 0, offline = 0;
+  for (const json& pod : pods) {
+    const std::string name = pod["metadata"]["name"];
+    EXPECT_FALSE(ParsePodRequest(pod, Config())->AsksForGpu())
+        << name << " still asks device-plugin resources";
+    EXPECT_EQ(pod["spec"]["resourceClaims"].size(), 1u) << name;
+    const json results = WaitResults("seeds", name);
+    ASSERT_EQ(results.size(), 1u) << name << ": " << Unschedulable("seeds", name);
+    const auto device = mgpu::dra::ParseDeviceName(results[0]["device"].get<std::string>());
+    ASSERT_TRUE(device) << results.dump();
+    const json& consumed = results[0]["consumedCapacity"];
+    EXPECT_EQ(consumed["memory"], "4Gi") << name;
+    if (name.rfind("spark", 0) == 0) continue;
+    EXPECT_EQ(mgpu::dra::PolicyOf(device->variant), ComputePolicy::kGuaranteedBurstShare) << name;
+    if (consumed["reclaimedCores"] == "30") {
+      ++offline;
+      EXPECT_TRUE(mgpu::dra::OfflineShares(device->variant)) << name;
+    } else {
+      ++online;
+      EXPECT_EQ(consumed["cores"], "30") << name;
+    }
+  }
+  EXPECT_EQ(online, 2);
+  EXPECT_EQ(offline, 2);
+
+  int refused = 0;
+  for (json pod : seed("bad-requests.yaml")) {
+    const std::string name = pod["metadata"]["name"];
+    pod["metadata"]["namespace"] = "seeds";
+    kube::ApiResult r = Api().Create(kube::kPods, "seeds", pod);
+    ASSERT_FALSE(r.ok()) << name << " was admitted";
+    EXPECT_NE(r.message().find("denied the request"), std::string::npos) << r.message();
+    EXPECT_NE(r.message().find(name), std::string::npos) << r.message();
+    ++refused;
+  }
+  EXPECT_EQ(refused, 8);
+
+  json bad = {
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "ResourceClaim"},
+      {"metadata", {{"name", "no-memory"}}},
+      {"spec",
+       json::parse(
+           R"({"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "mgpu.io", "capacity": {"requests": {"cores": "30"}}}}]}})")}};
+  kube::ApiResult refusal = Api().Create(kube::kResourceClaims, "seeds", bad);
+  ASSERT_FALSE(refusal.ok());
+  EXPECT_NE(refusal.message().find("ResourceClaim seeds/no-memory request gpu asks no memory"),
+            std::string::npos)
+      << refusal.message();
+}
+
+// Two claims per node (2,000 on 1,000 nodes at the issue's scale) of five shapes, placed by kube-scheduler's
+// allocator: every pod gets its cards and no card holds more than it has, one device per card, a whole card
+// alone, offline never beside a multi-card share.
+TEST_F(DraApi, TwoClaimsPerNodeOverCommitNoCard) {
+  ASSERT_TRUE(CreateNamespace("scale").ok());
+  const Config c;
+  const std::vector<std::pair<std::string, PodRequest>> shapes = {
+      {"online-20", Shape(Qos::kOnline, ComputePolicy::kFixedShare, 20, 4096)},
+      {"guaranteed-50", Shape(Qos::kOnline, ComputePolicy::kGuaranteedBurstShare, 50, 8192)},
+      {"offline-40", Shape(Qos::kOffline, ComputePolicy::kFixedShare, 40, 2048)},
+      {"two-50", Shape(Qos::kOnline, ComputePolicy::kFixedShare, 50, 8192, 2)},
+      {"whole", Shape(Qos::kOnline, ComputePolicy::kFixedShare, 100, 16384, 1, true)},
+  };
+  for (const auto& [name, shape] : shapes)
+    ASSERT_TRUE(Api()
+                    .Create(kube::kResourceClaimTemplates, "scale",
+                            Template(name, ClaimSpecFor(shape, shape.containers[0], c)))
+                    .ok());
+  const int kPods = 2 * kNodes;
+  ASSERT_EQ(Sh(cluster_->Script("pause") + " kube-scheduler").rc, 0);
+  std::atomic<int> next{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i; (i = next++) < kPods;)
+        failed += !Api()
+                       .Create(kube::kPods, "scale",
+                               ClaimPod("p-" + std::to_string(i), shapes[i % shapes.size()].first))
+                       .ok();
+    });
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(failed, 0);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(Sh(cluster_->Script("resume") + " kube-scheduler").rc, 0);
+  int bound = 0;
+  ASSERT_TRUE(Poll(
+      [&] {
+        kube::ApiResult pods = Api().ListPods("scale");
+        bound = 0;
+        for (const json& p : pods.ok() ? (*pods)["items"] : json::array())
+          bound += !p["spec"].value("nodeName", "").empty();
+        return bound == kPods;
+      },
+      kWait, 1s))
+      << bound << " of " << kPods << " pods bound";
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::map<std::string, CardSum> usage = Usage();
+  ExpectRulesHold(usage);
+  int scale_claims = 0;
+  for (const auto& [card, s] : usage) scale_claims += s.claims;
+  EXPECT_GE(scale_claims, kPods);
+  std::printf(
+      "%d DRA pods on %d nodes: bound in %.0f s (%.1f pods/s, this machine, under load), %zu cards used\n",
+      kPods, kNodes, seconds, kPods / seconds, usage.size());
+}
+
+}  // namespace
+}  // namespace mgpu::testing::dra
