@@ -26,7 +26,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${MGPU_BUILD_DIR:-$repo/build}
 qps=1000 nodes=1000 pods=2000 plain=2000 delay_ms=1000 verbs=choose phases=plain,mgpu,mixed
-state=/tmp/mgpu-bench-cluster port_base=36500
+state=/tmp/mgpu-bench-cluster port_base=26500
 while [ $# -gt 0 ]; do
   case "$1" in
     --qps) qps=$2; shift 2 ;;

@@ -19,7 +19,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${MGPU_BUILD_DIR:-$repo/build}
 qps=1000 nodes=1000 pods=2000 delay_ms=1000
-state=/tmp/mgpu-bench-dra port_base=37040
+state=/tmp/mgpu-bench-dra port_base=27040
 while [ $# -gt 0 ]; do
   case "$1" in
     --qps) qps=$2; shift 2 ;;

@@ -568,7 +568,8 @@ class Scheduler {
  public:
   Scheduler(Policy policy, std::vector<SimNode>& nodes, std::mt19937_64& rng)
       : policy_(policy),
-        dra_(policy == Policy::kDraFirstFit || policy == Policy::kDraFullestFirst || policy == Policy::kDraKube),
+        dra_(policy == Policy::kDraFirstFit || policy == Policy::kDraFullestFirst ||
+             policy == Policy::kDraKube),
         mgpu_policy_(policy == Policy::kBinpack || policy == Policy::kSpread ||
                      policy == Policy::kFragmentation || (dra_ && policy != Policy::kDraKube)),
         nodes_(nodes),

@@ -19,7 +19,8 @@
 #   scripts/cluster.sh binaries                   prints the folder of the Kubernetes binaries
 #
 # State folder: --state-dir or MGPU_CLUSTER_DIR (default /tmp/mgpu-cluster); port base: --port-base or
-# MGPU_CLUSTER_PORT_BASE (default 36400), ports base+0 .. base+9 (offsets below). `up` writes
+# MGPU_CLUSTER_PORT_BASE (default 26400), ports base+0 .. base+9 (offsets below): keep them below the kernel's
+# ephemeral range (net.ipv4.ip_local_port_range, 32768 and up), or an outgoing connection may hold one. `up` writes
 # DIR/kubeconfig (cluster admin), DIR/env (KUBECONFIG, the ports, the binaries' folder; source it) and
 # DIR/logs/. --api-nodes N adds N nodes that only exist in the API server (nodes api-node-0000 ...), with the
 # cards of --api-node-cards (`COUNTxMiB` per node, comma-separated shapes taken in turn; default 2x24576),
@@ -58,7 +59,7 @@ die() {
 command=${1:-}
 [ $# -gt 0 ] && shift
 state=${MGPU_CLUSTER_DIR:-/tmp/mgpu-cluster}
-port_base=${MGPU_CLUSTER_PORT_BASE:-36400}
+port_base=${MGPU_CLUSTER_PORT_BASE:-26400}
 with_kubelet=1
 api_nodes=0
 api_node_cards=2x24576

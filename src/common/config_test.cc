@@ -136,9 +136,10 @@ TEST(Config, RejectsBadValuesWithTheirPath) {
   EXPECT_EQ(ParseConfig("extender: {leaderElection: maybe}").message(),
             "config: extender.leaderElection must be true or false, got \"maybe\"");
   EXPECT_EQ(ParseConfig("extender: 3").message(), "config: extender must be a mapping");
-  EXPECT_EQ(ParseConfig("extender: {httpWorkers: 8}").message(),
-            "config: extender.httpConnectionsPerClient (96) must be below extender.httpWorkers (8), so that one "
-            "client never holds every worker");
+  EXPECT_EQ(
+      ParseConfig("extender: {httpWorkers: 8}").message(),
+      "config: extender.httpConnectionsPerClient (96) must be below extender.httpWorkers (8), so that one "
+      "client never holds every worker");
   EXPECT_EQ(ParseConfig("memoryUnitMiB: [1]").message(), "config: memoryUnitMiB must be a single value");
   EXPECT_EQ(ParseConfig("devicePlugin: {gpuBackend: fake}").message(),
             "config: devicePlugin.gpuBackend must be one of nvml, static, got \"fake\"");

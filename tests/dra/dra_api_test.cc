@@ -70,7 +70,7 @@ class DraApi : public ::testing::Test {
     const char* dir = std::getenv("MGPU_DRA_API_DIR");
     const char* base = std::getenv("MGPU_DRA_API_PORT_BASE");
     cluster_ = std::make_unique<Cluster>(kRepo, dir && *dir ? dir : "/tmp/mgpu-dra-api",
-                                         base && *base ? base : "37000");
+                                         base && *base ? base : "27000");
     bool skipped = false;
     failure_ = cluster_->Up("--no-kubelet --api-nodes " + std::to_string(kNodes) +
                                 " --api-node-cards 8x81920,2x24576,4x16384 --scheduler-qps 1000",

@@ -33,7 +33,7 @@ class DraKubelet : public ::testing::Test {
     const char* dir = std::getenv("MGPU_DRA_KUBELET_DIR");
     const char* base = std::getenv("MGPU_DRA_KUBELET_PORT_BASE");
     cluster_ = std::make_unique<Cluster>(kRepo, dir && *dir ? dir : "/tmp/mgpu-dra-kubelet",
-                                         base && *base ? base : "37020");
+                                         base && *base ? base : "27020");
     bool skipped = false;
     failure_ = cluster_->Up("", skipped);
     if (skipped) skip_ = failure_;

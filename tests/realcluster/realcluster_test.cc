@@ -67,7 +67,7 @@ class RealCluster : public ::testing::Test {
     const char* base = std::getenv("MGPU_REALCLUSTER_PORT_BASE");
     state_ = dir && *dir ? dir : "/tmp/mgpu-realcluster";
     cluster_ = "bash " + kRepo + "/scripts/cluster.sh";
-    options_ = " --state-dir " + state_ + " --port-base " + (base && *base ? base : "36400");
+    options_ = " --state-dir " + state_ + " --port-base " + (base && *base ? base : "26400");
     fs::create_directories(state_);
     const Output binaries = Shell(cluster_ + " binaries" + options_);
     if (binaries.rc == 3) {
