@@ -226,7 +226,7 @@ class ApiNodes {
       for (const Json& c : n.value("status", Json::object()).value("conditions", Json::array()))
         ready |= c.value("type", "") == "Ready" && c.value("status", "") == "True";
       if (ready) continue;
-      const std::string now = kube::NowRfc3339();
+      const std::string now = Rfc3339(UnixNowNs());
       const Json condition = {{"type", "Ready"},          {"status", "True"},
                               {"reason", "KubeletReady"}, {"message", "an API-only node of mgpu-api-nodes"},
                               {"lastHeartbeatTime", now}, {"lastTransitionTime", now}};

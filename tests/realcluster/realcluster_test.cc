@@ -450,9 +450,10 @@ TEST_F(RealCluster, TheBindingCarriesTheCardsInOneUpdate) {
     options.resource_version = kube::MetadataString(*created, "resourceVersion");
     (void)client_->Watch(
         kube::kPods, "default", options,
-        [&](kube::WatchEvent e) {
-          if (e.type == "MODIFIED") changes.push_back(e.object);
-          return !(e.type == "MODIFIED" && !e.object["spec"].value("nodeName", "").empty());
+        [&](const kube::WatchEvent& e) {
+          const bool modified = e.type == "MODIFIED";
+          if (modified) changes.push_back(e.object);
+          return !(modified && !e.object["spec"].value("nodeName", "").empty());
         },
         &cancel);
   });
