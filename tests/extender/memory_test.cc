@@ -136,6 +136,10 @@ TEST(ExtenderMemory, APodCostsAtMostTwiceItsMeasuredHeapAndDeletingItGivesTheHea
   ExtenderProcess extender(api, dir);
   ASSERT_TRUE(WaitUntil([&] { return extender.Ready(); }, std::chrono::seconds(60)));
   const double empty = SettledHeap(extender);
+  // The gauge reads malloc's own statistics (mallinfo2); a sanitizer's allocator replaces malloc and reports
+  // 0.
+  if (empty <= 0)
+    GTEST_SKIP() << "mgpu_extender_heap_bytes reads 0: malloc's statistics are not available here";
   for (int i = 0; i < kPods; ++i) ASSERT_TRUE(api.Create("pods", BoundPod(i)).ok());
   // 6,000 x 10 percent of 8,000 cards of 100: 0.075.
   ASSERT_TRUE(
