@@ -40,7 +40,7 @@ using mgpu::dra::NodeCard;
 
 const std::string kRepo = MGPU_SOURCE_DIR;
 const std::string kBuild = MGPU_BUILD_DIR;
-const std::string kSeeds = std::string(MGPU_SHARED_DIR) + "/fixtures/seed-scenarios/";
+const std::string kSeeds = std::string(MGPU_FIXTURES_DIR) + "/seed-scenarios/";
 // The API-only nodes: MGPU_DRA_API_NODES, at least 3 (the tests use nodes 0 to 2), default 12.
 int Nodes() {
   const char* n = std::getenv("MGPU_DRA_API_NODES");
