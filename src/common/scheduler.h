@@ -70,6 +70,8 @@ struct NodeDecision {
   bool fits = false;
   double cost = 0;     // PlacementCost under the pod's node policy, when it fits
   std::string reason;  // when it does not fit and the reason was asked for: SchedulerReason
+  // It fits, but a bind there would wait out an ambiguous pair (DecisionMemo::Decide, when asked).
+  bool waits = false;
 };
 
 // Whether `pod` fits `node` under `model`, what placing it there costs and, with `with_reason`, why it does

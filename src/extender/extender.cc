@@ -134,17 +134,13 @@ std::vector<HostScore> Extender::Prioritize(const ExtenderArgs& args) {
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
   const std::vector<const NodeView*> nodes = UsableNodes(*view, args.node_names);
   const std::vector<NodeDecision> decisions =
-      memo_.Decide(*view, nodes, *pod, model.model.get(), model.version, /*with_reasons=*/false);
+      memo_.Decide(*view, nodes, *pod, model.model.get(), model.version,
+                   /*with_reasons=*/false, &facts->uid);
   const std::vector<int> node_scores = Scores(decisions);
-  std::string conflict;
-  for (size_t i = 0; i < decisions.size(); ++i) {
-    if (!decisions[i].fits) continue;
-    scores[i].score = node_scores[i];
-    // A bind here would have to wait for a pod the device plugin could confuse with this one: rank it last.
-    if (!nodes[i]->waiting.empty() &&
-        ChooseUnambiguous(*nodes[i], *pod, facts->uid, model.model.get(), conflict).ok() && !conflict.empty())
-      scores[i].score = 0;
-  }
+  // A node where the bind would have to wait for a pod the device plugin could confuse with this one ranks
+  // last.
+  for (size_t i = 0; i < decisions.size(); ++i)
+    if (decisions[i].fits && !decisions[i].waits) scores[i].score = node_scores[i];
   return scores;
 }
 
