@@ -462,12 +462,14 @@ int RunThroughput(const Options& o, FakeApiServer& api, Extender& extender) {
 int RunRss(const Options& o, FakeApiServer& api, Extender& extender) {
   const ResourceNames names = Config().Names();
   const auto settle = [&] {
-    // The informer has caught up when /metrics shows the pods' cores; wait until RSS stops moving.
+    // The informer has caught up when /metrics shows the pods' cores; wait until RSS stops moving for 3 s
+    // (the extender hands freed memory back a second or two after a wave of deletions).
     int64_t last = -1;
-    for (int i = 0; i < 100; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    int same = 0;
+    for (int i = 0; i < 200 && same < 6; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
       const int64_t now = RssKiB(extender.pid());
-      if (now == last) return now;
+      same = now == last ? same + 1 : 0;
       last = now;
     }
     return last;
