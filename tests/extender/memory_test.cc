@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -154,19 +155,32 @@ double SettledHeap(const ExtenderProcess& extender) {
   return last;
 }
 
-TEST(ExtenderMemory, APodCostsAtMostTwiceItsMeasuredHeapAndDeletingItGivesTheHeapBack) {
-  FakeApiServer api;
-  ASSERT_TRUE(api.Start().ok());
-  for (int i = 0; i < kNodes; ++i) ASSERT_TRUE(api.Create("nodes", NodeObject(i)).ok());
-  char dir[] = "/tmp/mgpu-memory-test-XXXXXX";
-  ASSERT_TRUE(mkdtemp(dir));
-  ExtenderProcess extender(api, dir);
-  ASSERT_TRUE(WaitUntil([&] { return extender.Ready(); }, std::chrono::seconds(60)));
-  const double empty = SettledHeap(extender);
-  // The gauge reads malloc's own statistics (mallinfo2); a sanitizer's allocator replaces malloc and reports
-  // 0.
-  if (empty <= 0)
-    GTEST_SKIP() << "mgpu_extender_heap_bytes reads 0: malloc's statistics are not available here";
+// The fake API server with kNodes nodes, the extender started against it, and its heap with no pod.
+class ExtenderMemory : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(api_.Start().ok());
+    for (int i = 0; i < kNodes; ++i) ASSERT_TRUE(api_.Create("nodes", NodeObject(i)).ok());
+    ASSERT_TRUE(mkdtemp(dir_));
+    extender_ = std::make_unique<ExtenderProcess>(api_, dir_);
+    ASSERT_TRUE(WaitUntil([&] { return extender_->Ready(); }, std::chrono::seconds(60)));
+    empty_ = SettledHeap(*extender_);
+    // The gauge reads malloc's own statistics (mallinfo2); a sanitizer's allocator replaces malloc and
+    // reports 0.
+    if (empty_ <= 0)
+      GTEST_SKIP() << "mgpu_extender_heap_bytes reads 0: malloc's statistics are not available here";
+  }
+
+  FakeApiServer api_;
+  char dir_[29] = "/tmp/mgpu-memory-test-XXXXXX";
+  std::unique_ptr<ExtenderProcess> extender_;
+  double empty_ = 0;
+};
+
+TEST_F(ExtenderMemory, APodCostsAtMostTwiceItsMeasuredHeapAndDeletingItGivesTheHeapBack) {
+  FakeApiServer& api = api_;
+  const ExtenderProcess& extender = *extender_;
+  const double empty = empty_;
   for (int i = 0; i < kPods; ++i) ASSERT_TRUE(api.Create("pods", BoundPod(i)).ok());
   // 6,000 x 10 percent of 8,000 cards of 100: 0.075.
   ASSERT_TRUE(
@@ -194,21 +208,14 @@ TEST(ExtenderMemory, APodCostsAtMostTwiceItsMeasuredHeapAndDeletingItGivesTheHea
 // HTTP server's 256 threads in turn kept a request parser of about six times the largest request it read
 // (about 19 MB after the first wave of the bench), and the uids of every pod ever scheduled stayed until
 // 8,192 newer ones pushed them out.
-TEST(ExtenderMemory, ChurnThroughTheVerbsLeavesTheHeapFlat) {
+TEST_F(ExtenderMemory, ChurnThroughTheVerbsLeavesTheHeapFlat) {
   constexpr int kChurnPods = 500;
   constexpr int kCycles = 5;
   constexpr double kMaxWarmUpBytes = 4 << 20;
   constexpr double kMaxCreepBytesPerPod = 100;
-  FakeApiServer api;
-  ASSERT_TRUE(api.Start().ok());
-  for (int i = 0; i < kNodes; ++i) ASSERT_TRUE(api.Create("nodes", NodeObject(i)).ok());
-  char dir[] = "/tmp/mgpu-memory-test-XXXXXX";
-  ASSERT_TRUE(mkdtemp(dir));
-  ExtenderProcess extender(api, dir);
-  ASSERT_TRUE(WaitUntil([&] { return extender.Ready(); }, std::chrono::seconds(60)));
-  const double empty = SettledHeap(extender);
-  if (empty <= 0)
-    GTEST_SKIP() << "mgpu_extender_heap_bytes reads 0: malloc's statistics are not available here";
+  FakeApiServer& api = api_;
+  const ExtenderProcess& extender = *extender_;
+  const double empty = empty_;
   json node_names = json::array();
   for (int i = 0; i < kNodes; ++i) node_names.push_back("node-" + std::to_string(i));
   std::vector<double> after;  // the heap after each cycle's pods were deleted
