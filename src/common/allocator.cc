@@ -147,8 +147,8 @@ std::string WhyNot(const NodeState& node, const std::vector<CardUsage>& usage, c
     const CardUsage& u = usage[best];
     const int core = pod.qos == Qos::kOnline ? 100 - u.core : 100 - u.reclaimed_core;
     out += ": best card " + card.uuid + " (index " + std::to_string(card.index) + ") has " +
-           std::to_string(core) + (pod.qos == Qos::kOnline ? " percent core" : " percent reclaimed core") +
-           " and " + std::to_string(node.cards[best].capacity_mib - u.memory_mib) + " MiB free";
+           std::to_string(core) + (pod.qos == Qos::kOnline ? " percent core" : " percent reclaimed core") + " and " +
+           std::to_string(node.cards[best].capacity_mib - u.memory_mib) + " MiB free";
   }
   std::string rules;
   for (int r = kUnhealthy; r < kCore; ++r) {

@@ -80,24 +80,23 @@ TEST(Allocator, OnlineAndOfflineShareOneCardWithIndependentCores) {
   EXPECT_EQ(u.memory_mib, 16384);
   EXPECT_EQ(u.offline_holders, 2);
   EXPECT_EQ(ChooseAndApply(node, Online("on3", 5, 1024)).error,
-            "no card can take 5 percent core and 1024 MiB for container c: best card GPU-n-0 (index 0) has 0 "
-            "percent core "
+            "no card can take 5 percent core and 1024 MiB for container c: best card GPU-n-0 (index 0) has 0 percent core "
             "and 8192 "
             "MiB free");
-  EXPECT_EQ(ChooseAndApply(node, Offline("off3", 5, 1024)).error,
-            "no card can take 5 percent reclaimed core and 1024 MiB for container c: best card GPU-n-0 "
-            "(index 0) has 0 percent "
-            "reclaimed core and 8192 MiB free");
+  EXPECT_EQ(
+      ChooseAndApply(node, Offline("off3", 5, 1024)).error,
+      "no card can take 5 percent reclaimed core and 1024 MiB for container c: best card GPU-n-0 (index 0) has 0 percent "
+      "reclaimed core and 8192 MiB free");
 }
 
 TEST(Allocator, OnlineCoresNeverPassOneHundred) {
   NodeState node = Node("n", 1, 24576);
   for (int i = 0; i < 3; ++i)
     EXPECT_TRUE(ChooseAndApply(node, Online("p" + std::to_string(i), 30, 4096)).error.empty());
-  EXPECT_EQ(ChooseAndApply(node, Online("p3", 30, 4096)).error,
-            "no card can take 30 percent core and 4096 MiB for container c: best card GPU-n-0 (index 0) has "
-            "10 percent core and "
-            "12288 MiB free");
+  EXPECT_EQ(
+      ChooseAndApply(node, Online("p3", 30, 4096)).error,
+      "no card can take 30 percent core and 4096 MiB for container c: best card GPU-n-0 (index 0) has 10 percent core and "
+      "12288 MiB free");
   EXPECT_TRUE(ChooseAndApply(node, Online("p4", 10, 4096)).error.empty());
 }
 
@@ -123,9 +122,8 @@ TEST(Allocator, FirstPodSetsTheCardsComputePolicyUntilTheCardEmpties) {
   NodeState node = Node("n", 1, 24576);
   Placed first = ChooseAndApply(node, Online("fixed", 30, 4096, 1, ComputePolicy::kFixedShare));
   ASSERT_TRUE(first.error.empty());
-  EXPECT_EQ(
-      ChooseAndApply(node, Online("burst", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare)).error,
-      "no card can take 30 percent core and 4096 MiB for container c: 1 card holding another compute policy");
+  EXPECT_EQ(ChooseAndApply(node, Online("burst", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare)).error,
+            "no card can take 30 percent core and 4096 MiB for container c: 1 card holding another compute policy");
   ASSERT_TRUE(Release(node, Online("fixed", 30, 4096), first.assignment).ok());
   EXPECT_TRUE(
       ChooseAndApply(node, Online("burst", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare)).error.empty());
@@ -142,10 +140,10 @@ TEST(Allocator, NativeBurstOnlineNeverSharesWithOffline) {
   // And no offline pod joins the native-burst card, whatever its policy.
   EXPECT_EQ(ChooseAndApply(node, Offline("off2", 30, 4096, ComputePolicy::kFixedShare)).cards,
             std::vector<int>{0});
-  EXPECT_EQ(ChooseAndApply(node, Offline("off3", 30, 4096, ComputePolicy::kGuaranteedBurstShare)).error,
-            "no card can take 30 percent reclaimed core and 4096 MiB for container c: 2 cards holding "
-            "another compute "
-            "policy");
+  EXPECT_EQ(
+      ChooseAndApply(node, Offline("off3", 30, 4096, ComputePolicy::kGuaranteedBurstShare)).error,
+      "no card can take 30 percent reclaimed core and 4096 MiB for container c: 2 cards holding another compute "
+      "policy");
 }
 
 TEST(Allocator, MultiCardPodsNeverShareACardWithOffline) {
@@ -154,16 +152,14 @@ TEST(Allocator, MultiCardPodsNeverShareACardWithOffline) {
   EXPECT_EQ(ChooseAndApply(node, Online("two", 100, 8192, 2)).cards, (std::vector<int>{1, 2}));
   NodeState small = Node("m", 2, 24576);
   EXPECT_TRUE(ChooseAndApply(small, Offline("off", 30, 4096)).error.empty());
-  EXPECT_EQ(ChooseAndApply(small, Online("two", 100, 8192, 2)).error,
-            "needs 2 cards with 50 percent core and 4096 MiB each, 1 can take it for container c: best card "
-            "GPU-m-1 "
-            "(index 1) has 100 percent core and 24576 MiB free; 1 card not shareable between offline and "
-            "multi-card pods");
+  EXPECT_EQ(
+      ChooseAndApply(small, Online("two", 100, 8192, 2)).error,
+      "needs 2 cards with 50 percent core and 4096 MiB each, 1 can take it for container c: best card GPU-m-1 "
+      "(index 1) has 100 percent core and 24576 MiB free; 1 card not shareable between offline and multi-card pods");
   NodeState held = Node("h", 2, 24576);
   EXPECT_TRUE(ChooseAndApply(held, Online("two", 60, 8192, 2)).error.empty());
   EXPECT_EQ(ChooseAndApply(held, Offline("off", 30, 4096)).error,
-            "no card can take 30 percent reclaimed core and 4096 MiB for container c: 2 cards not shareable "
-            "between "
+            "no card can take 30 percent reclaimed core and 4096 MiB for container c: 2 cards not shareable between "
             "offline "
             "and multi-card pods");
   // Single-card online pods still share with the multi-card pod.
@@ -209,8 +205,8 @@ TEST(Allocator, SchedulerReasonIsTheSameForEveryNodeFailingAlike) {
   pair.containers.push_back(ContainerRequest{"d", false, 90, 0, 4096, 1});
   EXPECT_EQ(reason(full, pair), "no mgpu card free for 30 percent core and 4096 MiB for container c");
   EXPECT_EQ(reason(Node("none", 0, 24576), Online("p", 30, 4096)), "no mgpu cards");
-  // More memory than any card has: that is the cause, not the rule the cards' holders break (here every card
-  // of `mixed` that is healthy holds another compute policy), and nodes of any card size say it alike.
+  // More memory than any card has: that is the cause, not the rule that turned away the most cards (on
+  // `mixed`, unhealthy), and nodes of any card size say it alike.
   EXPECT_EQ(reason(mixed, Online("huge", 30, 30000)),
             "no mgpu card free for 30 percent core and 30000 MiB (larger than any card)");
   EXPECT_EQ(reason(Node("small", 4, 16384), Online("huge", 30, 30000)),
@@ -281,10 +277,10 @@ TEST(Allocator, LaterContainersOfAPodSeeEarlierOnesCards) {
   EXPECT_EQ(a->containers[1].cards[0].uuid, "GPU-n-1");
   ASSERT_TRUE(Apply(node, pod, *a).ok());
   pod.name = "q";
-  EXPECT_EQ(ChooseCards(node, pod).message(),
-            "no card can take 60 percent core and 4096 MiB for container c: best card GPU-n-0 (index 0) has "
-            "40 percent core and "
-            "20480 MiB free");
+  EXPECT_EQ(
+      ChooseCards(node, pod).message(),
+      "no card can take 60 percent core and 4096 MiB for container c: best card GPU-n-0 (index 0) has 40 percent core and "
+      "20480 MiB free");
 }
 
 TEST(Allocator, DedicatedPodsNeedEmptyCardsAndKeepThemAlone) {
@@ -298,8 +294,7 @@ TEST(Allocator, DedicatedPodsNeedEmptyCardsAndKeepThemAlone) {
   PodRequest again = Online("ded2", 100, 1024);
   again.dedicated = true;
   EXPECT_EQ(ChooseAndApply(node, again).error,
-            "no card can take 100 percent core and 1024 MiB for container c: 1 card held whole by a "
-            "dedicated_cores "
+            "no card can take 100 percent core and 1024 MiB for container c: 1 card held whole by a dedicated_cores "
             "pod, 1 "
             "card in use while a dedicated_cores pod needs an empty card");
 }
