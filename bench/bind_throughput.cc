@@ -128,12 +128,15 @@ void Burn(double ms) {
   } while ((now.tv_sec - start.tv_sec) * 1e3 + (now.tv_nsec - start.tv_nsec) / 1e6 < ms);
 }
 
-int64_t RssKiB(pid_t pid) {
+// A number field of /proc/PID/status ("VmRSS:" in KiB, "Threads:"); -1 when absent.
+int64_t StatusField(pid_t pid, const std::string& field) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);)
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(field.size()));
   return -1;
 }
+
+int64_t RssKiB(pid_t pid) { return StatusField(pid, "VmRSS:"); }
 
 class Extender {
  public:
@@ -459,12 +462,14 @@ int RunThroughput(const Options& o, FakeApiServer& api, Extender& extender) {
 int RunRss(const Options& o, FakeApiServer& api, Extender& extender) {
   const ResourceNames names = Config().Names();
   const auto settle = [&] {
-    // The informer has caught up when /metrics shows the pods' cores; wait until RSS stops moving.
+    // The informer has caught up when /metrics shows the pods' cores; wait until RSS stops moving for 3 s
+    // (the extender hands freed memory back a second or two after a wave of deletions).
     int64_t last = -1;
-    for (int i = 0; i < 100; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    int same = 0;
+    for (int i = 0; i < 200 && same < 6; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
       const int64_t now = RssKiB(extender.pid());
-      if (now == last) return now;
+      same = now == last ? same + 1 : 0;
       last = now;
     }
     return last;
@@ -472,8 +477,9 @@ int RunRss(const Options& o, FakeApiServer& api, Extender& extender) {
   const int64_t empty = settle();
   if (o.cycles > 0) {
     // Churn: each cycle schedules --pods pods through the extender, then deletes them.
-    std::printf("cycle 0: rss_kib=%lld heap_bytes=%.0f\n", static_cast<long long>(empty),
-                Metric(extender.Url(), "mgpu_extender_heap_bytes"));
+    std::printf("cycle 0: rss_kib=%lld heap_bytes=%.0f threads=%lld\n", static_cast<long long>(empty),
+                Metric(extender.Url(), "mgpu_extender_heap_bytes"),
+                static_cast<long long>(StatusField(extender.pid(), "Threads:")));
     for (int c = 1; c <= o.cycles; ++c) {
       const std::string prefix = "c" + std::to_string(c) + "-";
       const Scheduled run = SchedulePods(o, api, extender, prefix, o.pods);
@@ -483,9 +489,10 @@ int RunRss(const Options& o, FakeApiServer& api, Extender& extender) {
       const int64_t after = settle();
       std::printf(
           "cycle %d: %d pods in %.1f s; rss_kib with them=%lld heap_bytes=%.0f; after deleting them "
-          "rss_kib=%lld heap_bytes=%.0f\n",
+          "rss_kib=%lld heap_bytes=%.0f threads=%lld\n",
           c, o.pods, run.seconds, static_cast<long long>(full), full_heap, static_cast<long long>(after),
-          Metric(extender.Url(), "mgpu_extender_heap_bytes"));
+          Metric(extender.Url(), "mgpu_extender_heap_bytes"),
+          static_cast<long long>(StatusField(extender.pid(), "Threads:")));
       std::fflush(stdout);
     }
     return 0;

@@ -10,12 +10,14 @@
 # one run). In each, kube-scheduler is paused while the phase's pods are created (mgpu pods of 20 percent core
 # and 4 GiB, plain pods of 100m CPU), then resumed; the phase ends when every pod is bound and, with mgpu
 # pods, --delay-ms plus 2 s later (their confirmations). Then its pods are deleted before the next phase.
-# Prints per phase: pods/s of each kind (from their PodScheduled times, 1 s resolution) and the CPU each
+# Phases may repeat (--phases mgpu,mgpu,mgpu: churn). Prints per phase: pods/s of each kind (from their PodScheduled times, 1 s resolution) and the CPU each
 # process spent per pod (utime + stime from /proc/PID/stat before and after; each process's idle rate,
 # measured for 10 s before the first phase, is taken out, and so is kube-scheduler's own start-up, measured
 # once by a pause and resume with nothing to schedule), the extender's binds, errors and refused
 # connections, the events it created or skipped, the cards in use and any card over-committed. The CPU
 # figures hardly depend on what else runs on the machine; the rates do: the script prints the load average.
+# The extender's memory (RSS, its mgpu_extender_heap_bytes, threads) before the first phase, with each phase's
+# pods bound, and once they are deleted and it has settled (issue 27's "memory you can state").
 #   bench/realcluster_bind.sh [--qps 1000|default] [--nodes 1000] [--pods 2000] [--plain 2000]
 #       [--delay-ms 1000] [--verbs choose|filter-prioritize] [--phases plain,mgpu,mixed]
 #       [--state-dir DIR] [--port-base N]
@@ -142,6 +144,21 @@ scheduler_startup=$(echo "$(ticks "$(pid_of kube-scheduler)") - ${idle_rate[kube
 echo "idle CPU, ms/s: $(for p in "${processes[@]}"; do printf '%s %.1f  ' "$p" "$(echo "1000 * ${idle_rate[$p]} / $clk" | bc -l)"; done)" >&2
 echo "kube-scheduler start-up: $(echo "scale=1; 1000 * $scheduler_startup / $clk" | bc) ms of CPU" >&2
 
+# The extender's RSS, heap and threads, once its RSS has not moved for 3 s (it hands freed memory back a
+# second or two after a wave of deletions).
+extender_memory() {
+  local last=-1 same=0 rss
+  for _ in $(seq 120); do
+    rss=$(awk '/VmRSS/ {print $2}' "/proc/$extender_pid/status")
+    if [ "$rss" = "$last" ]; then same=$((same + 1)); else same=0; fi
+    last=$rss
+    [ $same -lt 6 ] || break
+    sleep 0.5
+  done
+  echo "RSS $rss kB, heap $(metric "$(curl -sk "$extender_url/metrics")" mgpu_extender_heap_bytes) bytes, $(awk '/Threads/ {print $2}' "/proc/$extender_pid/status") threads"
+}
+echo "extender memory with $nodes nodes and no pods: $(extender_memory)"
+
 pods_json() {  # mgpu count, plain count
   echo '{"apiVersion":"v1","kind":"List","items":['
   local i first=1
@@ -234,8 +251,10 @@ run_phase() {  # name, mgpu pods, plain pods
     nodes_json=$(curl -sk "$extender_url/v1/nodes")
     echo "  cards in use: $(echo "$nodes_json" | jq '[.nodes[].cards[] | select(.core > 0 or .reclaimedCore > 0 or .memoryMiB > 0)] | length'), over-committed: $(echo "$nodes_json" | jq '[.nodes[].cards[] | select(.core > 100 or .reclaimedCore > 100 or .memoryMiB > .capacityMiB)] | length')"
   fi
+  echo "  extender memory with the pods: $(extender_memory)"
   kubectl delete pods -n default --all --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
   until [ "$(kubectl get pods -n default -o name | wc -l)" = 0 ]; do sleep 1; done
+  echo "  extender memory after deleting them: $(extender_memory)"
 }
 
 echo "real kube-scheduler $(kubectl version -o json | jq -r .serverVersion.gitVersion); extender $("$build/src/extender/mgpu-scheduler-extender" --version 2>/dev/null || echo "(no --version)")"

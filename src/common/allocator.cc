@@ -172,6 +172,11 @@ std::string SchedulerWords(const NodeState& node, const std::vector<CardUsage>& 
                                       : "fewer than " + std::to_string(c.card_count) +
                                             " mgpu cards free for " + Describe(c, pod.qos) + " each";
   if (pod.containers.size() > 1) out += " for container " + c.name;
+  // More memory per card than the largest card has: nothing on this node will ever free enough, so this is
+  // the cause, whatever rule the cards' holders break besides.
+  if (std::all_of(node.cards.begin(), node.cards.end(),
+                  [&](const CardState& card) { return card.capacity_mib < amount.memory_mib; }))
+    return out + " (larger than any card)";
   // The rule, other than free capacity, that turned away the most cards (the first of equals), if any.
   int rule = -1;
   for (int r = kUnhealthy; r < kCore; ++r)

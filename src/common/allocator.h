@@ -51,7 +51,9 @@ std::string WhyNotPlaced(const NodeState& node, const PodRequest& pod, const Pla
 // Why a failed Place() found too few cards in the words kube-scheduler shows after a count of nodes ("0/9
 // nodes are available: 5 no mgpu card free for 20 percent core and 4096 MiB, 4 no mgpu card free for 20
 // percent core and 4096 MiB (cards holding another compute policy)"): only what every node failing for the
-// same cause shares, so that kube-scheduler adds such nodes up, and no number but the pod's own amounts.
+// same cause shares, so that kube-scheduler adds such nodes up, and no number but the pod's own amounts. In
+// brackets, the cause other than free capacity: "larger than any card" when the container asks each card
+// for more memory than every card of the node has, else the rule that turned away the most cards.
 std::string SchedulerReason(const NodeState& node, const PodRequest& pod, const Placement& failed);
 
 // Place() as an Assignment, or WhyNotPlaced.

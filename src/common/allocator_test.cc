@@ -209,6 +209,20 @@ TEST(Allocator, SchedulerReasonIsTheSameForEveryNodeFailingAlike) {
   pair.containers.push_back(ContainerRequest{"d", false, 90, 0, 4096, 1});
   EXPECT_EQ(reason(full, pair), "no mgpu card free for 30 percent core and 4096 MiB for container c");
   EXPECT_EQ(reason(Node("none", 0, 24576), Online("p", 30, 4096)), "no mgpu cards");
+  // More memory than any card has: that is the cause, not the rule that turned away the most cards (on
+  // `mixed`, unhealthy), and nodes of any card size say it alike.
+  EXPECT_EQ(reason(mixed, Online("huge", 30, 30000)),
+            "no mgpu card free for 30 percent core and 30000 MiB (larger than any card)");
+  EXPECT_EQ(reason(Node("small", 4, 16384), Online("huge", 30, 30000)),
+            reason(mixed, Online("huge", 30, 30000)));
+  EXPECT_EQ(reason(two, Online("wide", 100, 2 * 30000, 2)),
+            "fewer than 2 mgpu cards free for 50 percent core and 30000 MiB each (larger than any card)");
+  // One card large enough, even taken: not larger than any card.
+  NodeState big_taken = Node("big-taken", 1, 81920);
+  ASSERT_TRUE(ChooseAndApply(big_taken, Online("a", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare))
+                  .error.empty());
+  EXPECT_EQ(reason(big_taken, Online("p", 30, 30000)),
+            "no mgpu card free for 30 percent core and 30000 MiB (cards holding another compute policy)");
 }
 
 TEST(Allocator, MultiCardPodTakesDistinctCardsEachWithAnEqualShare) {

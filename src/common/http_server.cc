@@ -16,6 +16,7 @@
 #include <csignal>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "common/config.h"
 
@@ -415,11 +416,77 @@ class BoundedHttpServer::Server final : public httplib::Server {
   std::map<std::string, Holding> clients_;
 };
 
+WorkerPool::WorkerPool(size_t max_threads) : max_threads_(std::max<size_t>(1, max_threads)) {}
+
+WorkerPool::~WorkerPool() { shutdown(); }
+
+void WorkerPool::enqueue(std::function<void()> job) {
+  std::lock_guard lock(mu_);
+  if (!idle_.empty()) {
+    Worker* worker = idle_.back();
+    idle_.pop_back();
+    worker->job = std::move(job);
+    worker->wake.notify_one();
+  } else if (threads_.size() < max_threads_ && !stopping_) {
+    workers_.push_back(std::make_unique<Worker>());
+    Worker& worker = *workers_.back();
+    worker.job = std::move(job);
+    threads_.emplace_back([this, &worker] { Run(worker); });
+  } else {
+    queue_.push_back(std::move(job));
+  }
+}
+
+void WorkerPool::Run(Worker& worker) {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    std::function<void()> job;
+    if (worker.job) {
+      job = std::exchange(worker.job, nullptr);
+    } else if (!queue_.empty()) {
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    } else if (stopping_) {
+      return;
+    } else {
+      idle_.push_back(&worker);
+      worker.wake.wait(lock, [&] { return worker.job || stopping_; });
+      if (!worker.job) std::erase(idle_, &worker);  // stopping: nobody took it off
+      continue;
+    }
+    lock.unlock();
+    job();
+    job = nullptr;  // what the job captured goes before the worker counts as idle
+    lock.lock();
+  }
+}
+
+void WorkerPool::shutdown() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    for (Worker* worker : idle_) worker->wake.notify_one();
+    threads.swap(threads_);
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+size_t WorkerPool::Threads() const {
+  std::lock_guard lock(mu_);
+  return workers_.size();
+}
+
+size_t WorkerPool::Idle() const {
+  std::lock_guard lock(mu_);
+  return idle_.size();
+}
+
 BoundedHttpServer::BoundedHttpServer(std::string daemon, HttpLimits limits)
     : daemon_(std::move(daemon)), limits_(limits), server_(std::make_unique<Server>(daemon_, limits_)) {
   // Every serving worker, and as many threads again for connections waiting for one (Admit).
   server_->new_task_queue = [workers = limits_.workers] {
-    return new httplib::ThreadPool(static_cast<size_t>(2 * workers));
+    return new WorkerPool(static_cast<size_t>(2 * workers));
   };
   server_->set_payload_max_length(limits_.max_body_bytes);
   server_->set_exception_handler(

@@ -7,8 +7,10 @@
 
 #include <cerrno>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -304,6 +306,62 @@ TEST(BoundedHttpServerTest, BadAddressesAndCertificatesAreOneSentence) {
   Status no_tls = server->Start("127.0.0.1:0", "test.address", "/nonexistent.crt", "/nonexistent.key");
   ASSERT_FALSE(no_tls.ok());
   EXPECT_EQ(no_tls.message(), "cannot load the TLS certificate /nonexistent.crt and key /nonexistent.key");
+}
+
+TEST(WorkerPoolTest, HandsEachJobToTheWorkerThatWentIdleLast) {
+  WorkerPool pool(16);
+  std::mutex mu;
+  std::set<std::thread::id> ran_on;
+  for (int i = 0; i < 50; ++i) {
+    pool.enqueue([&] {
+      std::lock_guard lock(mu);
+      ran_on.insert(std::this_thread::get_id());
+    });
+    ASSERT_TRUE(WaitUntil([&] { return pool.Idle() == 1; }, 10s));
+  }
+  EXPECT_EQ(pool.Threads(), 1u);  // httplib::ThreadPool ran them on its threads in turn
+  EXPECT_EQ(ran_on.size(), 1u);
+}
+
+TEST(WorkerPoolTest, StartsAThreadOnlyWhenEveryWorkerIsBusyAndQueuesPastItsBound) {
+  Gate gate;
+  std::atomic<int> held{0}, quick{0};
+  {
+    WorkerPool pool(3);
+    for (int i = 0; i < 3; ++i)
+      pool.enqueue([&] {
+        gate.Hold();
+        ++held;
+      });
+    EXPECT_EQ(pool.Threads(), 3u);
+    EXPECT_EQ(pool.Idle(), 0u);
+    for (int i = 0; i < 4; ++i) pool.enqueue([&] { ++quick; });  // queued: no thread is free
+    EXPECT_EQ(pool.Threads(), 3u);
+    gate.Open();
+    ASSERT_TRUE(WaitUntil([&] { return pool.Idle() == 3; }, 10s));
+    pool.enqueue([&] { ++quick; });  // an idle worker takes it
+    EXPECT_EQ(pool.Threads(), 3u);
+  }  // shutdown: every job ran
+  EXPECT_EQ(held.load(), 3);
+  EXPECT_EQ(quick.load(), 5);
+}
+
+TEST(WorkerPoolTest, ShutdownRunsTheQueuedJobsThenJoins) {
+  Gate gate;
+  std::atomic<int> ran{0}, held{0};
+  WorkerPool pool(1);
+  pool.enqueue([&] {
+    gate.Hold();
+    ++held;
+  });
+  for (int i = 0; i < 5; ++i) pool.enqueue([&] { ++ran; });
+  std::thread stopper([&] { pool.shutdown(); });
+  gate.Open();
+  stopper.join();
+  EXPECT_EQ(ran.load(), 5);
+  EXPECT_EQ(held.load(), 1);
+  pool.enqueue([&] { ++ran; });  // after shutdown: queued, never run, no thread started
+  EXPECT_EQ(ran.load(), 5);
 }
 
 }  // namespace

@@ -20,12 +20,7 @@ ModelPublisher::Published ModelPublisher::Observe(const PodRequest& pod,
   std::lock_guard lock(mu_);
   if (!pod.AsksForGpu()) return published_;
   if (!pod.uid.empty()) {
-    if (!learned_.insert(pod.uid).second) return published_;
-    learned_order_.push_back(pod.uid);
-    if (learned_order_.size() > kRememberedUids) {
-      learned_.erase(learned_order_.front());
-      learned_order_.pop_front();
-    }
+    if (!learned_.Put(pod.uid)) return published_;
   }
   learning_.Learn(pod);
   if (++unpublished_ >= kPublishEvery || published_.model->Empty()) {
@@ -39,6 +34,11 @@ ModelPublisher::Published ModelPublisher::Observe(const PodRequest& pod,
 ModelPublisher::Published ModelPublisher::Current() const {
   std::lock_guard lock(mu_);
   return published_;
+}
+
+void ModelPublisher::Forget(const std::string& uid) {
+  std::lock_guard lock(mu_);
+  learned_.Erase(uid);
 }
 
 Result<Assignment> Assign(NodeState& node, const PodRequest& pod, const WorkloadModel* model) {

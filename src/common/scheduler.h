@@ -11,18 +11,17 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "common/allocator.h"
 #include "common/fragmentation.h"
 #include "common/model.h"
+#include "common/recent_map.h"
 #include "common/result.h"
 
 namespace mgpu {
@@ -55,14 +54,16 @@ class ModelPublisher {
   Published Observe(const PodRequest& pod, const std::function<FreeCoreByProduct()>& cluster_free);
   // The model published last.
   Published Current() const;
+  // Forgets that pod `uid` was learned (it was deleted and will not be observed again); what it taught the
+  // model stays.
+  void Forget(const std::string& uid);
 
  private:
   mutable std::mutex mu_;
   WorkloadModel learning_;
   int unpublished_ = 0;
   Published published_;
-  std::unordered_set<std::string> learned_;
-  std::deque<std::string> learned_order_;
+  RecentSet learned_{kRememberedUids};  // uids
 };
 
 // Chooses cards for `pod` on `node` (ChooseCards under `model`) and applies them: a simulated bind. On error

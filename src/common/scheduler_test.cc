@@ -72,6 +72,19 @@ TEST(ModelPublisher, LearnsThePodOfOneUidOnce) {
   EXPECT_EQ(free.calls, 1);
 }
 
+// A deleted pod's uid is forgotten (the extender's churn does not keep the uids of pods long gone), and a pod
+// of that uid would be learned again.
+TEST(ModelPublisher, AForgottenUidIsLearnedAgain) {
+  ModelPublisher publisher;
+  FreeCounter free;
+  ASSERT_EQ(publisher.Observe(Ask("first", 30), free.Fn()).version, 1u);
+  for (int i = 1; i < ModelPublisher::kPublishEvery; ++i) {
+    publisher.Observe(Ask("a", 30), free.Fn());
+    publisher.Forget("a");
+  }
+  EXPECT_EQ(publisher.Observe(Ask("a", 30), free.Fn()).version, 2u);
+}
+
 TEST(ModelPublisher, LearnsAPodWithoutUidEveryTime) {
   ModelPublisher publisher;
   FreeCounter free;

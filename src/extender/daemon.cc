@@ -11,7 +11,9 @@
 namespace mgpu::extender {
 namespace {
 
-constexpr int kTrimEveryDeletes = 1000;
+// How often the trimmer looks whether pods were deleted: once a second passes with none after some were,
+// the wave is over and freed memory goes back to the system (malloc_trim).
+constexpr std::chrono::milliseconds kTrimCheck{1000};
 
 // POD_NAME (the Deployment sets it from the downward API) or the host name, plus a random suffix so that a
 // restarted replica never mistakes the lease of its previous life for its own.
@@ -79,16 +81,29 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
                             .max_objects = static_cast<size_t>(config.extender.max_pods)},
       kube::InformerHandlers{upsert_pod,
                              [upsert_pod](const kube::Json&, const kube::Json& p) { upsert_pod(p); },
-                             [&cache, &extender = *extender_](const kube::Json& p) {
+                             [&cache, &extender = *extender_, &deleted = deleted_](const kube::Json& p) {
                                cache.DeletePod(PodKeyOf(p), kube::MetadataString(p, "uid"));
                                extender.Forget(kube::MetadataString(p, "uid"));
-                               // glibc keeps freed memory in its arenas; hand it back after a wave of
-                               // deletions so that RSS follows the cluster down.
-                               static int deleted = 0;  // the informer's thread only
-                               if (++deleted % kTrimEveryDeletes == 0) malloc_trim(0);
+                               deleted.fetch_add(1, std::memory_order_relaxed);
                              }});
   nodes_->Start();
   pods_->Start();
+  // glibc keeps freed memory in its arenas: after a wave of deletions, hand it back so that RSS follows the
+  // cluster down. Trimming during the wave would only give back what the next pods take again.
+  trimmer_.Start([this] {
+    uint64_t seen = deleted_.load();
+    bool wave = false;
+    while (trimmer_.SleepFor(kTrimCheck)) {
+      const uint64_t now = deleted_.load();
+      if (now != seen) {
+        seen = now;
+        wave = true;
+      } else if (wave) {
+        malloc_trim(0);
+        wave = false;
+      }
+    }
+  });
   server_ = std::make_unique<HttpServer>(
       *extender_, *cache_, metrics_, [this] { return Ready(); },
       [this](const nlohmann::json& pod) { return workloads_->Resolve(pod); },
@@ -101,6 +116,7 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
 }
 
 void Daemon::Stop() {
+  trimmer_.Stop();
   if (server_) server_->Stop();
   if (pods_) pods_->Stop();
   if (nodes_) nodes_->Stop();

@@ -2,19 +2,22 @@
 // HTTP server, and the optional leader election. main.cc and the integration tests start one of these.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 
+#include "common/background.h"
+#include "common/cluster_cache.h"
 #include "common/config.h"
 #include "common/kube/client.h"
 #include "common/kube/event_queue.h"
 #include "common/kube/informer.h"
+#include "common/kube/workload.h"
 #include "common/result.h"
-#include "common/cluster_cache.h"
 #include "extender/extender.h"
 #include "extender/leader.h"
 #include "extender/metrics.h"
 #include "extender/server.h"
-#include "common/kube/workload.h"
 
 namespace mgpu::extender {
 
@@ -46,6 +49,8 @@ class Daemon {
   std::unique_ptr<kube::Informer> nodes_;
   std::unique_ptr<kube::Informer> pods_;
   std::unique_ptr<HttpServer> server_;
+  std::atomic<uint64_t> deleted_{0};  // pods the informer saw deleted
+  BackgroundThread trimmer_;          // malloc_trim after each wave of deletions
 };
 
 }  // namespace mgpu::extender

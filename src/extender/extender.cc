@@ -31,25 +31,24 @@ Extender::FactsRef Extender::ReadNow(const nlohmann::json& pod) {
 Extender::FactsRef Extender::Remembered(const std::string& uid) {
   if (uid.empty()) return nullptr;
   std::lock_guard lock(facts_mu_);
-  auto it = facts_.find(uid);
-  return it == facts_.end() ? nullptr : it->second;
+  const FactsRef* facts = facts_.Find(uid);
+  return facts ? *facts : nullptr;
 }
 
 void Extender::Remember(FactsRef facts) {
   if (facts->uid.empty()) return;
   std::lock_guard lock(facts_mu_);
-  auto [it, added] = facts_.insert_or_assign(facts->uid, facts);
-  if (!added) return;
-  facts_order_.push_back(it->first);
-  if (facts_order_.size() > kRememberedPods) {
-    facts_.erase(facts_order_.front());
-    facts_order_.pop_front();
-  }
+  const std::string uid = facts->uid;
+  facts_.Put(uid, std::move(facts));
 }
 
 void Extender::Forget(const std::string& uid) {
-  std::lock_guard lock(facts_mu_);
-  facts_.erase(uid);  // its place in facts_order_ goes when the order comes to it
+  {
+    std::lock_guard lock(facts_mu_);
+    facts_.Erase(uid);
+  }
+  model_.Forget(uid);
+  metrics_.ForgetBlocked(uid);
 }
 
 std::shared_ptr<const PodFacts> Extender::Read(const nlohmann::json& pod) {
@@ -163,7 +162,9 @@ std::string Extender::BindPod(const BindArgs& args) {
   if (!pod->request.ok()) return pod->request.message();
   if (!pod->request->AsksForGpu()) {
     kube::ApiResult bound = client_->BindPod(args.pod_namespace, args.pod_name, pod->uid, args.node);
-    return bound.ok() ? "" : "cannot bind pod " + key + " to node " + args.node + ": " + bound.message();
+    if (!bound.ok()) return "cannot bind pod " + key + " to node " + args.node + ": " + bound.message();
+    Forget(pod->uid);  // bound: no verb reads it again
+    return "";
   }
   return BindWithCards(args, std::move(pod));
 }
@@ -199,7 +200,7 @@ std::string Extender::BindWithCards(const BindArgs& args, FactsRef pod) {
     spdlog::info("bind pod={} node={}: binding failed: {}", key, args.node, bound.message());
     return "cannot bind pod " + key + " to node " + args.node + ": " + bound.message();
   }
-  metrics_.ForgetBlocked(pod->uid);
+  Forget(pod->uid);  // bound: no verb reads it again
   const std::string cards = DescribeAssignment(*assignment);
   const kube::Posted event =
       events_ ? events_->Post(kube::PodReference(args.pod_namespace, args.pod_name, pod->uid), "Normal",

@@ -13,13 +13,11 @@
 #pragma once
 
 #include <chrono>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "common/cluster_cache.h"
@@ -31,6 +29,7 @@
 #include "common/kube/event_queue.h"
 #include "common/kube/workload.h"
 #include "common/pod_facts.h"
+#include "common/recent_map.h"
 #include "common/scheduler.h"
 #include "extender/metrics.h"
 #include "extender/wire.h"
@@ -52,8 +51,10 @@ class Extender {
   // wire's PodReader.
   std::shared_ptr<const PodFacts> Read(const nlohmann::json& pod);
   PodReader Reader() { return std::bind_front(&Extender::Read, this); }
-  // Forgets what Read remembered of pod `uid` (the pod informer saw it deleted): a deleted pod's facts are
-  // not kept until kRememberedPods newer pods push them out.
+  // Forgets pod `uid`: what Read remembered of it, that the workload model learned it, that it was blocked by
+  // fragmentation. Called when the pod informer sees it deleted and when it is bound here (no verb reads it
+  // again): nothing the extender keeps per pod outlives the pod, and a bound pod costs only its place in the
+  // cache and the informer.
   void Forget(const std::string& uid);
 
   FilterResult Filter(const ExtenderArgs& args);
@@ -91,8 +92,8 @@ class Extender {
   // (whose bind then waits out an ambiguous pair, as after filter and prioritize).
   static constexpr size_t kHoldTries = 8;
   std::mutex facts_mu_;
-  std::unordered_map<std::string, FactsRef> facts_;  // by uid
-  std::deque<std::string> facts_order_;
+  // By uid: pods read for the verbs, until bound (or deleted, or pushed out by newer ones).
+  RecentMap<FactsRef> facts_{kRememberedPods};
 };
 
 }  // namespace mgpu::extender

@@ -16,8 +16,7 @@ bool SameKey(std::string_view a, std::string_view b) {
 }
 
 // metadata.name of one Node object, `padding` bytes of readable memory following its text.
-std::string NodeNameOf(std::string_view item, size_t padding) {
-  thread_local od::parser parser;
+std::string NodeNameOf(od::parser& parser, std::string_view item, size_t padding) {
   od::document doc = parser.iterate(item.data(), item.size(), item.size() + padding);
   for (auto field : doc.get_object()) {
     if (!SameKey(field.unescaped_key(), "metadata")) continue;
@@ -105,7 +104,11 @@ Result<ExtenderArgs> ExtenderArgs::Parse(std::string_view body, const PodReader&
   args.buffer_->reserve(body.size() + simdjson::SIMDJSON_PADDING);
   args.buffer_->assign(body);
   const char* end_of_buffer = args.buffer_->data() + args.buffer_->capacity();
-  thread_local od::parser parser;
+  // The parsers live for this request only: a parser keeps buffers of about six times the largest document
+  // it read, and one per worker thread (thread_local) held that for each of the server's 256 threads - about
+  // 20 MB of heap after a few hundred choose calls of 1,000 node names, which never came back
+  // (bench/RESULTS.md section 5). Allocating them per request costs one malloc of each buffer.
+  od::parser parser, node_parser;
   nlohmann::json pod_object;
   bool have_pod = false;
   try {
@@ -133,7 +136,7 @@ Result<ExtenderArgs> ExtenderArgs::Parse(std::string_view body, const PodReader&
             od::object node = item.get_object();
             const std::string_view raw = node.raw_json();
             const size_t padding = static_cast<size_t>(end_of_buffer - (raw.data() + raw.size()));
-            args.node_names.push_back(NodeNameOf(raw, padding));
+            args.node_names.push_back(NodeNameOf(node_parser, raw, padding));
             args.node_items.push_back(raw);
           }
         }

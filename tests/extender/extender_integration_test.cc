@@ -190,7 +190,7 @@ TEST_F(ExtenderIntegration, ChooseAnswersTheBestNodeAloneAndItsBindTakesTheHeldC
   EXPECT_TRUE(none.value("NodeNames", json()).is_null() || none["NodeNames"].empty()) << none.dump();
   ASSERT_EQ(none["FailedNodes"].size(), 3u) << none.dump();
   for (const auto& [node, reason] : none["FailedNodes"].items())
-    EXPECT_EQ(reason, "no mgpu card free for 100 percent core and 20000 MiB") << node;
+    EXPECT_EQ(reason, "no mgpu card free for 100 percent core and 20000 MiB (larger than any card)") << node;
 }
 
 TEST_F(ExtenderIntegration, FailedBindingRollsBackTheCacheAndTheAnnotation) {

@@ -284,8 +284,19 @@ void* Client::AcquireHandle() {
 
 void Client::ReleaseHandle(void* handle) {
   curl_easy_reset(static_cast<CURL*>(handle));  // keeps the handle's open connections for reuse
+  {
+    std::lock_guard lock(mu_);
+    if (handles_.size() < kMaxIdleHandles) {
+      handles_.push_back(handle);
+      return;
+    }
+  }
+  curl_easy_cleanup(static_cast<CURL*>(handle));  // and its connection
+}
+
+size_t Client::IdleHandles() {
   std::lock_guard lock(mu_);
-  handles_.push_back(handle);
+  return handles_.size();
 }
 
 Status Client::RefreshExecCredential(bool force) {

@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "support/test_certs.h"
 #include "testing/fake_apiserver.h"
@@ -114,6 +118,46 @@ TEST(JsonPath, FindsNestedFieldsAndToleratesAnyShape) {
   EXPECT_EQ(*FindPath(pod, {"status", "count"}), 3);
   EXPECT_EQ(FindPath(pod, {"status", "phase", "deeper"}), nullptr);
   EXPECT_EQ(FindPath(pod, {}), &pod);
+}
+
+// A burst of concurrent requests takes as many handles, each with its connection; once it is over, at most
+// kMaxIdleHandles stay open. The server answers none of the burst until all of it has arrived (bounds of
+// 10 s on a failing run), so the burst is in flight at once.
+TEST(ClientPool, KeepsAtMostItsBoundOfIdleConnectionsAfterABurst) {
+  constexpr int kBurst = 40;
+  httplib::Server server;
+  server.new_task_queue = [] { return new httplib::ThreadPool(kBurst + 4); };
+  server.set_keep_alive_max_count(1);  // its threads do not wait on the kept connections when it stops
+  std::mutex mu;
+  std::condition_variable arrived;
+  int waiting = 0;
+  server.Get(R"(/api/v1/nodes/.*)", [&](const httplib::Request&, httplib::Response& res) {
+    std::unique_lock lock(mu);
+    ++waiting;
+    arrived.notify_all();
+    arrived.wait_for(lock, std::chrono::seconds(10), [&] { return waiting >= kBurst; });
+    res.set_content(R"({"kind":"Node","metadata":{"name":"n1"}})", "application/json");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { server.listen_after_bind(); });
+  ClusterConfig config;
+  config.server = "http://127.0.0.1:" + std::to_string(port);
+  ClientOptions options;
+  options.request_timeout = std::chrono::milliseconds(30000);
+  std::unique_ptr<Client> client = MustClient(config, options);
+  ASSERT_NE(client, nullptr);
+  std::atomic<int> ok{0};
+  std::vector<std::thread> burst;
+  for (int i = 0; i < kBurst; ++i) {
+    burst.emplace_back([&] { ok += client->Get(kNodes, "", "n1").ok(); });
+    std::unique_lock lock(mu);  // one connection at a time: httplib listens with a backlog of 5
+    arrived.wait_for(lock, std::chrono::seconds(10), [&] { return waiting > i; });
+  }
+  for (std::thread& t : burst) t.join();
+  server.stop();
+  serving.join();
+  EXPECT_EQ(ok.load(), kBurst);
+  EXPECT_EQ(client->IdleHandles(), Client::kMaxIdleHandles);  // kBurst before
 }
 
 TEST_F(ClientTest, GetAndListNodes) {
