@@ -3,7 +3,10 @@
 # server, beside the device-plugin path (the extender) and beside plain pods, in one run on one cluster (issue
 # 29; bench/RESULTS.md section 8): scripts/cluster.sh without a kubelet, 1,000 API-only nodes (8 x 80 GiB,
 # 2 x 24 GiB and 4 x 16 GiB cards in turn, mgpu-api-nodes, confirming the extender's binds --delay-ms later),
-# their DRA ResourceSlices as mgpu's node daemon publishes them (mgpu-dra-slices), deploy/dra/'s DeviceClasses,
+# their DRA ResourceSlices as mgpu's node daemon publishes them (mgpu-dra-slices, with dra.cards set to
+# --cards: the default `fixed` is one device per card; `any` is the six-device layout with shared counters, whose
+# scheduling cost grows with the square of the nodes: at 1,000 nodes it does not finish; docs/dra.md §2),
+# deploy/dra/'s DeviceClasses,
 # and mgpu-scheduler-extender on the host where deploy/'s scheduler configuration calls it. Three phases, each
 # with kube-scheduler paused while its pods are created, then resumed until every pod is bound:
 #   plain  --pods pods of 100m CPU
@@ -13,12 +16,12 @@
 # and the DRA pods hold, and checks that no card is over its capacity (the extender's /v1/nodes; the claims'
 # consumed capacity summed per card). A benchmark, not a test: run it on a quiet machine, under nice.
 #   bench/realcluster_dra.sh [--qps default|N] [--nodes 1000] [--pods 2000] [--delay-ms 1000]
-#                            [--state-dir DIR] [--port-base N]
+#                            [--cards fixed|any|VARIANT] [--state-dir DIR] [--port-base N]
 # Needs the build's mgpu-scheduler-extender, mgpu-api-nodes and mgpu-dra-slices, curl, jq and bc.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${MGPU_BUILD_DIR:-$repo/build}
-qps=1000 nodes=1000 pods=2000 delay_ms=1000
+qps=1000 nodes=1000 pods=2000 delay_ms=1000 cards=fixed
 state=/tmp/mgpu-bench-dra port_base=27040
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -26,6 +29,7 @@ while [ $# -gt 0 ]; do
     --nodes) nodes=$2; shift 2 ;;
     --pods) pods=$2; shift 2 ;;
     --delay-ms) delay_ms=$2; shift 2 ;;
+    --cards) cards=$2; shift 2 ;;
     --state-dir) state=$2; shift 2 ;;
     --port-base) port_base=$2; shift 2 ;;
     *) echo "realcluster_dra.sh: unknown argument $1 (see the top of the script)" >&2; exit 2 ;;
@@ -41,7 +45,8 @@ cluster up --no-kubelet --api-nodes "$nodes" --api-node-cards 8x81920,2x24576,4x
 # shellcheck source=/dev/null
 source "$state/env"
 kubectl() { "$MGPU_K8S_BIN/kubectl" "$@"; }
-"$build/src/tools/mgpu-dra-slices" --kubeconfig "$state/kubeconfig" >&2
+printf 'dra:\n  cards: %s\n' "$cards" >"$state/dra-config.yaml"
+"$build/src/tools/mgpu-dra-slices" --kubeconfig "$state/kubeconfig" --config "$state/dra-config.yaml" >&2
 kubectl apply -f "$repo/deploy/dra/deviceclasses.yaml" >/dev/null
 
 printf 'extender:\n  listenAddress: 127.0.0.1:%s\n  tlsCertFile: %s\n  tlsKeyFile: %s\n' \
@@ -103,7 +108,7 @@ phase() {
       if length == 0 then "0 bound" else "\(length) bound, \(length / (max - min + 1) * 10 | round / 10) pods/s" end'), wall $(echo "$(date +%s.%N) - $start" | bc | cut -c1-6) s"
 }
 
-echo "real kube-scheduler $(kubectl version -o json | jq -r .serverVersion.gitVersion), client QPS $qps, $nodes nodes, $pods pods a phase"
+echo "real kube-scheduler $(kubectl version -o json | jq -r .serverVersion.gitVersion), client QPS $qps, $nodes nodes, $pods pods a phase, dra.cards $cards"
 phase plain
 phase mgpu
 phase dra

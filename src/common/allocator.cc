@@ -147,8 +147,8 @@ std::string WhyNot(const NodeState& node, const std::vector<CardUsage>& usage, c
     const CardUsage& u = usage[best];
     const int core = pod.qos == Qos::kOnline ? 100 - u.core : 100 - u.reclaimed_core;
     out += ": best card " + card.uuid + " (index " + std::to_string(card.index) + ") has " +
-           std::to_string(core) + (pod.qos == Qos::kOnline ? " percent core" : " percent reclaimed core") + " and " +
-           std::to_string(node.cards[best].capacity_mib - u.memory_mib) + " MiB free";
+           std::to_string(core) + (pod.qos == Qos::kOnline ? " percent core" : " percent reclaimed core") +
+           " and " + std::to_string(node.cards[best].capacity_mib - u.memory_mib) + " MiB free";
   }
   std::string rules;
   for (int r = kUnhealthy; r < kCore; ++r) {
@@ -423,6 +423,31 @@ std::vector<int> ExtenderScores(const std::vector<double>& costs) {
     scores.push_back(static_cast<int>(kRanks - rank));
   }
   return scores;
+}
+
+NodeDecision Decide(const NodeState& node, const PodRequest& pod, const WorkloadModel* model,
+                    bool with_reason, Placement& scratch) {
+  NodeDecision out;
+  if (!Place(node, pod, model, scratch)) {
+    if (with_reason) out.reason = SchedulerReason(node, pod, scratch);
+    return out;
+  }
+  out.fits = true;
+  out.cost = PlacementCost(node, pod, scratch, pod.node_policy, model);
+  return out;
+}
+
+std::vector<int> Scores(const std::vector<NodeDecision>& decisions) {
+  std::vector<double> costs;
+  costs.reserve(decisions.size());
+  for (const NodeDecision& d : decisions)
+    if (d.fits) costs.push_back(d.cost);
+  const std::vector<int> ranked = ExtenderScores(costs);
+  std::vector<int> out(decisions.size(), 0);
+  size_t k = 0;
+  for (size_t i = 0; i < decisions.size(); ++i)
+    if (decisions[i].fits) out[i] = ranked[k++];
+  return out;
 }
 
 }  // namespace mgpu

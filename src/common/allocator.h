@@ -78,4 +78,22 @@ double PlacementCost(const NodeState& node, const PodRequest& pod, Placement& pl
 // are.
 std::vector<int> ExtenderScores(const std::vector<double>& costs);
 
+// One node's answer for a pod.
+struct NodeDecision {
+  bool fits = false;
+  double cost = 0;     // PlacementCost under the pod's node policy, when it fits
+  std::string reason;  // when it does not fit and the reason was asked for: SchedulerReason
+  // It fits, but a bind there would wait out an ambiguous pair (DecisionMemo::Decide, when asked).
+  bool waits = false;
+};
+
+// Whether `pod` fits `node` under `model`, what placing it there costs and, with `with_reason`, why it does
+// not fit: all from one Place() pass. `scratch` is working memory (see Placement).
+NodeDecision Decide(const NodeState& node, const PodRequest& pod, const WorkloadModel* model,
+                    bool with_reason, Placement& scratch);
+
+// The extender's score (ExtenderScores over the costs of the fitting nodes) of each decision, in order; a
+// node that does not fit scores 0.
+std::vector<int> Scores(const std::vector<NodeDecision>& decisions);
+
 }  // namespace mgpu

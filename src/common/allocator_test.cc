@@ -80,23 +80,24 @@ TEST(Allocator, OnlineAndOfflineShareOneCardWithIndependentCores) {
   EXPECT_EQ(u.memory_mib, 16384);
   EXPECT_EQ(u.offline_holders, 2);
   EXPECT_EQ(ChooseAndApply(node, Online("on3", 5, 1024)).error,
-            "no card can take 5 percent core and 1024 MiB for container c: best card GPU-n-0 (index 0) has 0 percent core "
+            "no card can take 5 percent core and 1024 MiB for container c: best card GPU-n-0 (index 0) has 0 "
+            "percent core "
             "and 8192 "
             "MiB free");
-  EXPECT_EQ(
-      ChooseAndApply(node, Offline("off3", 5, 1024)).error,
-      "no card can take 5 percent reclaimed core and 1024 MiB for container c: best card GPU-n-0 (index 0) has 0 percent "
-      "reclaimed core and 8192 MiB free");
+  EXPECT_EQ(ChooseAndApply(node, Offline("off3", 5, 1024)).error,
+            "no card can take 5 percent reclaimed core and 1024 MiB for container c: best card GPU-n-0 "
+            "(index 0) has 0 percent "
+            "reclaimed core and 8192 MiB free");
 }
 
 TEST(Allocator, OnlineCoresNeverPassOneHundred) {
   NodeState node = Node("n", 1, 24576);
   for (int i = 0; i < 3; ++i)
     EXPECT_TRUE(ChooseAndApply(node, Online("p" + std::to_string(i), 30, 4096)).error.empty());
-  EXPECT_EQ(
-      ChooseAndApply(node, Online("p3", 30, 4096)).error,
-      "no card can take 30 percent core and 4096 MiB for container c: best card GPU-n-0 (index 0) has 10 percent core and "
-      "12288 MiB free");
+  EXPECT_EQ(ChooseAndApply(node, Online("p3", 30, 4096)).error,
+            "no card can take 30 percent core and 4096 MiB for container c: best card GPU-n-0 (index 0) has "
+            "10 percent core and "
+            "12288 MiB free");
   EXPECT_TRUE(ChooseAndApply(node, Online("p4", 10, 4096)).error.empty());
 }
 
@@ -122,8 +123,9 @@ TEST(Allocator, FirstPodSetsTheCardsComputePolicyUntilTheCardEmpties) {
   NodeState node = Node("n", 1, 24576);
   Placed first = ChooseAndApply(node, Online("fixed", 30, 4096, 1, ComputePolicy::kFixedShare));
   ASSERT_TRUE(first.error.empty());
-  EXPECT_EQ(ChooseAndApply(node, Online("burst", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare)).error,
-            "no card can take 30 percent core and 4096 MiB for container c: 1 card holding another compute policy");
+  EXPECT_EQ(
+      ChooseAndApply(node, Online("burst", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare)).error,
+      "no card can take 30 percent core and 4096 MiB for container c: 1 card holding another compute policy");
   ASSERT_TRUE(Release(node, Online("fixed", 30, 4096), first.assignment).ok());
   EXPECT_TRUE(
       ChooseAndApply(node, Online("burst", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare)).error.empty());
@@ -140,10 +142,10 @@ TEST(Allocator, NativeBurstOnlineNeverSharesWithOffline) {
   // And no offline pod joins the native-burst card, whatever its policy.
   EXPECT_EQ(ChooseAndApply(node, Offline("off2", 30, 4096, ComputePolicy::kFixedShare)).cards,
             std::vector<int>{0});
-  EXPECT_EQ(
-      ChooseAndApply(node, Offline("off3", 30, 4096, ComputePolicy::kGuaranteedBurstShare)).error,
-      "no card can take 30 percent reclaimed core and 4096 MiB for container c: 2 cards holding another compute "
-      "policy");
+  EXPECT_EQ(ChooseAndApply(node, Offline("off3", 30, 4096, ComputePolicy::kGuaranteedBurstShare)).error,
+            "no card can take 30 percent reclaimed core and 4096 MiB for container c: 2 cards holding "
+            "another compute "
+            "policy");
 }
 
 TEST(Allocator, MultiCardPodsNeverShareACardWithOffline) {
@@ -152,14 +154,16 @@ TEST(Allocator, MultiCardPodsNeverShareACardWithOffline) {
   EXPECT_EQ(ChooseAndApply(node, Online("two", 100, 8192, 2)).cards, (std::vector<int>{1, 2}));
   NodeState small = Node("m", 2, 24576);
   EXPECT_TRUE(ChooseAndApply(small, Offline("off", 30, 4096)).error.empty());
-  EXPECT_EQ(
-      ChooseAndApply(small, Online("two", 100, 8192, 2)).error,
-      "needs 2 cards with 50 percent core and 4096 MiB each, 1 can take it for container c: best card GPU-m-1 "
-      "(index 1) has 100 percent core and 24576 MiB free; 1 card not shareable between offline and multi-card pods");
+  EXPECT_EQ(ChooseAndApply(small, Online("two", 100, 8192, 2)).error,
+            "needs 2 cards with 50 percent core and 4096 MiB each, 1 can take it for container c: best card "
+            "GPU-m-1 "
+            "(index 1) has 100 percent core and 24576 MiB free; 1 card not shareable between offline and "
+            "multi-card pods");
   NodeState held = Node("h", 2, 24576);
   EXPECT_TRUE(ChooseAndApply(held, Online("two", 60, 8192, 2)).error.empty());
   EXPECT_EQ(ChooseAndApply(held, Offline("off", 30, 4096)).error,
-            "no card can take 30 percent reclaimed core and 4096 MiB for container c: 2 cards not shareable between "
+            "no card can take 30 percent reclaimed core and 4096 MiB for container c: 2 cards not shareable "
+            "between "
             "offline "
             "and multi-card pods");
   // Single-card online pods still share with the multi-card pod.
@@ -263,10 +267,10 @@ TEST(Allocator, LaterContainersOfAPodSeeEarlierOnesCards) {
   EXPECT_EQ(a->containers[1].cards[0].uuid, "GPU-n-1");
   ASSERT_TRUE(Apply(node, pod, *a).ok());
   pod.name = "q";
-  EXPECT_EQ(
-      ChooseCards(node, pod).message(),
-      "no card can take 60 percent core and 4096 MiB for container c: best card GPU-n-0 (index 0) has 40 percent core and "
-      "20480 MiB free");
+  EXPECT_EQ(ChooseCards(node, pod).message(),
+            "no card can take 60 percent core and 4096 MiB for container c: best card GPU-n-0 (index 0) has "
+            "40 percent core and "
+            "20480 MiB free");
 }
 
 TEST(Allocator, DedicatedPodsNeedEmptyCardsAndKeepThemAlone) {
@@ -280,7 +284,8 @@ TEST(Allocator, DedicatedPodsNeedEmptyCardsAndKeepThemAlone) {
   PodRequest again = Online("ded2", 100, 1024);
   again.dedicated = true;
   EXPECT_EQ(ChooseAndApply(node, again).error,
-            "no card can take 100 percent core and 1024 MiB for container c: 1 card held whole by a dedicated_cores "
+            "no card can take 100 percent core and 1024 MiB for container c: 1 card held whole by a "
+            "dedicated_cores "
             "pod, 1 "
             "card in use while a dedicated_cores pod needs an empty card");
 }
@@ -375,6 +380,49 @@ TEST(Allocator, ExtenderScoresRankCostsSoTheBestStaysBest) {
       EXPECT_EQ(got[i], std::max(0, 10 - static_cast<int>(lower.size())));
     }
   }
+}
+
+TEST(Decide, AFittingNodeCarriesItsPlacementCost) {
+  const NodeState node = Node("n", 2, 24576);
+  PodRequest pod = Online("a", 30, 1024);
+  pod.node_policy = NodePolicy::kSpread;
+  Placement scratch;
+  const NodeDecision d = Decide(node, pod, nullptr, true, scratch);
+  EXPECT_TRUE(d.fits);
+  EXPECT_EQ(d.cost, CostOf(node, pod, NodePolicy::kSpread));
+  EXPECT_TRUE(d.reason.empty());
+}
+
+// The reason is the one kube-scheduler shows (SchedulerReason of the failed placement); ChooseCards fails
+// on the node too, with its detailed sentence.
+TEST(Decide, ANodeThatDoesNotFitGivesTheSchedulersReason) {
+  NodeState node = Node("n", 2, 24576);
+  ASSERT_TRUE(ChooseAndApply(node, Online("a", 80, 1024)).error.empty());
+  ASSERT_TRUE(ChooseAndApply(node, Online("b", 80, 1024)).error.empty());
+  Placement scratch;
+  for (const PodRequest& pod : {Online("c", 30, 1024), Online("d", 100, 1024, 2), Online("e", 100, 1024)}) {
+    const NodeDecision d = Decide(node, pod, nullptr, true, scratch);
+    EXPECT_FALSE(d.fits);
+    Placement failed;
+    ASSERT_FALSE(Place(node, pod, nullptr, failed));
+    EXPECT_EQ(d.reason, SchedulerReason(node, pod, failed));
+    EXPECT_FALSE(ChooseCards(node, pod).ok());
+    EXPECT_TRUE(Decide(node, pod, nullptr, false, scratch).reason.empty());
+  }
+}
+
+TEST(Scores, RanksTheFittingNodesAsTheExtenderDoesAndGivesTheOthersZero) {
+  std::vector<NodeDecision> decisions(4);
+  decisions[0] = {true, -0.5, ""};
+  decisions[1] = {false, 0, "full"};
+  decisions[2] = {true, -0.9, ""};
+  decisions[3] = {true, -0.5, ""};
+  const std::vector<int> scores = Scores(decisions);
+  ASSERT_EQ(scores.size(), 4u);
+  EXPECT_EQ(scores[2], 10);
+  EXPECT_EQ(scores[0], 9);
+  EXPECT_EQ(scores[3], 9);
+  EXPECT_EQ(scores[1], 0);
 }
 
 }  // namespace

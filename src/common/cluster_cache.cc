@@ -167,6 +167,15 @@ const NodeView* ClusterView::Find(std::string_view name) const {
   }
 }
 
+std::vector<const NodeView*> ClusterView::Usable(const std::vector<std::string>& names) const {
+  std::vector<const NodeView*> nodes(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    const NodeView* node = Find(names[i]);
+    if (node && node->problem.empty()) nodes[i] = node;
+  }
+  return nodes;
+}
+
 void ClusterView::Insert(Index& index, size_t slot) const {
   const uint64_t hash = NameHash(At(slot)->state.name);
   const size_t mask = index.size() - 1;

@@ -82,6 +82,9 @@ Result<Assignment> ChooseUnambiguous(const NodeView& node, const PodRequest& pod
 class ClusterView {
  public:
   const NodeView* Find(std::string_view name) const;
+  // The nodes of `names` that can take pods (null for the others: unknown, or with a problem), parallel to
+  // `names`.
+  std::vector<const NodeView*> Usable(const std::vector<std::string>& names) const;
   size_t size() const { return count_; }
   // Slots are below this.
   size_t SlotCount() const { return blocks_.size() * kBlockSize; }

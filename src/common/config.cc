@@ -5,6 +5,7 @@
 #include <functional>
 #include <set>
 
+#include "common/dra.h"
 #include "common/file.h"
 
 namespace mgpu {
@@ -202,6 +203,7 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
     m.String("cdiDirectory", c.dra.cdi_directory);
     m.String("stateDirectory", c.dra.state_directory);
     m.String("deviceRoot", c.dra.device_root);
+    m.String("cards", c.dra.cards);
   });
   r.Map("extender", [&](MapReader& m) {
     auto& e = c.extender;
@@ -244,6 +246,12 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
         {"deviceRoot", c.dra.device_root}}) {
     if (error.empty() && (path.empty() || path[0] != '/'))
       error = std::string("dra.") + key + " must be an absolute path, got \"" + path + "\"";
+  }
+  if (error.empty() && c.dra.cards != "any" && !dra::ParseVariant(c.dra.cards)) {
+    error =
+        "dra.cards must be one of any, fixed, guaranteed, native, fixed-online, guaranteed-online, whole, "
+        "got \"" +
+        c.dra.cards + "\"";
   }
   if (!error.empty()) return Error{std::string(source) + ": " + error};
   return c;

@@ -186,6 +186,15 @@ TEST(Config, TheDocumentedExampleLoadsAndMatchesTheDefaults) {
   EXPECT_EQ(c->dra.cdi_directory, d.dra.cdi_directory);
   EXPECT_EQ(c->dra.state_directory, d.dra.state_directory);
   EXPECT_EQ(c->dra.device_root, d.dra.device_root);
+  EXPECT_EQ(c->dra.cards, d.dra.cards);
+}
+
+TEST(Config, DraCardsIsAnyOrOneVariant) {
+  EXPECT_EQ(ParseConfig("dra: {cards: fixed-online}")->dra.cards, "fixed-online");
+  EXPECT_EQ(
+      ParseConfig("dra: {cards: shared}").message(),
+      "config: dra.cards must be one of any, fixed, guaranteed, native, fixed-online, guaranteed-online, "
+      "whole, got \"shared\"");
 }
 
 }  // namespace

@@ -9,6 +9,19 @@ bool UsesModel(const PodRequest& pod) {
   return pod.card_policy == CardPolicy::kFragmentation || pod.node_policy == NodePolicy::kFragmentation;
 }
 
+bool BindWouldWait(const NodeView& node, const PodRequest& pod, const std::string& uid,
+                   const WorkloadModel* model) {
+  std::string conflict;
+  return ChooseUnambiguous(node, pod, uid, model, conflict).ok() && !conflict.empty();
+}
+
+// Whether pod `uid` is itself among the pods waiting on `node` (ChooseUnambiguous passes over it).
+bool IsWaiting(const NodeView& node, const std::string& uid) {
+  for (size_t index : node.waiting)
+    if (node.pods[index].uid == uid) return true;
+  return false;
+}
+
 }  // namespace
 
 std::string ShapeKey(const PodRequest& pod) {
@@ -39,13 +52,18 @@ std::string ShapeKey(const PodRequest& pod) {
 std::vector<NodeDecision> DecisionMemo::Decide(const ClusterView& view,
                                                const std::vector<const NodeView*>& nodes,
                                                const PodRequest& pod, const WorkloadModel* model,
-                                               uint64_t model_version, bool with_reasons) {
+                                               uint64_t model_version, bool with_reasons,
+                                               const std::string* waits_for) {
   std::vector<NodeDecision> out(nodes.size());
   Placement placed;
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) {
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (nodes[i]) out[i] = mgpu::Decide(nodes[i]->state, pod, model, with_reasons, placed);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (!nodes[i]) continue;
+      out[i] = mgpu::Decide(nodes[i]->state, pod, model, with_reasons, placed);
+      if (waits_for && out[i].fits && !nodes[i]->waiting.empty())
+        out[i].waits = BindWouldWait(*nodes[i], pod, *waits_for, model);
+    }
     return out;
   }
   std::string shape = ShapeKey(pod);
@@ -69,6 +87,14 @@ std::vector<NodeDecision> DecisionMemo::Decide(const ClusterView& view,
     if (r.generation != node->generation || lacks_reason)
       r = Remembered{node->generation, mgpu::Decide(node->state, pod, model, with_reasons, placed)};
     out[i] = r.decision;
+    if (!waits_for || !r.decision.fits || node->waiting.empty() || r.waits == 0) continue;
+    const bool self = IsWaiting(*node, *waits_for);
+    if (r.waits == 1 && !self) {
+      out[i].waits = true;
+      continue;
+    }
+    out[i].waits = BindWouldWait(*node, pod, *waits_for, model);
+    if (!self) r.waits = out[i].waits;
   }
   return out;
 }

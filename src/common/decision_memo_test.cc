@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/allocator.h"
+#include "common/clock.h"
 
 #include "common/test_objects.h"
 
@@ -128,6 +129,59 @@ TEST_F(DecisionMemoTest, RemembersTheEightLatestShapes) {
 
   for (int core = 11; core <= 18; ++core) DecideOn(free_, Ask(core));
   EXPECT_FALSE(DecideOn(full_, Ask(1)).fits);  // eight others since: forgotten
+}
+
+// Node w: pod a (80 percent core, 2000 MiB) holds card 0 and still waits for the kubelet. A pod asking the
+// same 2000 MiB at 50 percent core fits only card 1, so the device plugin could confuse the two: a bind
+// there would wait. A look-alike of a would not (the two are one pool).
+class DecisionMemoWaitTest : public ::testing::Test {
+ protected:
+  DecisionMemoWaitTest() {
+    const ResourceNames names = Config().Names();
+    cache_.UpsertNode(NodeOf(Node("w", 2, 10000)));
+    cache_.UpsertPod(PodOf(
+        Placed(Pod("a", 80, 2000), "w", names.gpu_assignment, OneCard("w-gpu0", 80, 2000), UnixNowNs())));
+    view_ = cache_.Snapshot();
+    waiting_ = *view_->Find("w");
+  }
+
+  NodeDecision DecideFor(const NodeView& node, const PodRequest& pod, const std::string& uid) {
+    return memo_.Decide(*view_, {&node}, pod, nullptr, 1, false, &uid).at(0);
+  }
+
+  ClusterCache cache_{Config()};
+  std::shared_ptr<const ClusterView> view_;
+  NodeView waiting_;
+  DecisionMemo memo_;
+};
+
+TEST_F(DecisionMemoWaitTest, AFittingNodeSaysWhetherTheBindWouldWaitOnlyWhenAsked) {
+  ASSERT_EQ(waiting_.waiting.size(), 1u);
+  const NodeDecision asked = DecideFor(waiting_, Ask(50, 2000), "uid-b");
+  ASSERT_TRUE(asked.fits);
+  EXPECT_TRUE(asked.waits);
+  EXPECT_FALSE(memo_.Decide(*view_, {&waiting_}, Ask(50, 2000), nullptr, 1, false).at(0).waits);
+  EXPECT_FALSE(DecideFor(waiting_, Ask(10, 2000), "uid-c").waits);  // a look-alike of a
+  EXPECT_FALSE(DecideFor(waiting_, Ask(50, 3000), "uid-d").waits);  // asks a size a does not
+}
+
+// Decided once per node view and shape, like the fit: a copy of the view whose waiting pod no longer makes a
+// pair, the generation kept, still answers what was remembered.
+TEST_F(DecisionMemoWaitTest, WhetherABindWouldWaitIsRememberedPerNodeViewAndShape) {
+  ASSERT_TRUE(DecideFor(waiting_, Ask(50, 2000), "uid-b").waits);
+  NodeView unpaired = waiting_;
+  unpaired.pods[unpaired.waiting[0]].request.containers[0].memory_mib = 3000;
+  EXPECT_TRUE(DecideFor(unpaired, Ask(50, 2000), "uid-e").waits);
+  unpaired.generation = waiting_.generation + 1;
+  EXPECT_FALSE(DecideFor(unpaired, Ask(50, 2000), "uid-e").waits);
+}
+
+// A pod never waits for itself: asked for a pod that is itself the waiting one, the answer is decided for
+// it alone and not remembered for the other pods of its shape (nor taken from them).
+TEST_F(DecisionMemoWaitTest, APodAmongTheWaitingOnesIsDecidedForItselfAlone) {
+  EXPECT_FALSE(DecideFor(waiting_, Ask(50, 2000), "uid-a").waits);
+  EXPECT_TRUE(DecideFor(waiting_, Ask(50, 2000), "uid-b").waits);
+  EXPECT_FALSE(DecideFor(waiting_, Ask(50, 2000), "uid-a").waits);
 }
 
 }  // namespace

@@ -61,6 +61,24 @@ std::string_view Name(Variant variant) {
   return "unknown";
 }
 
+std::optional<Variant> ParseVariant(std::string_view name) {
+  for (Variant v : kVariants) {
+    if (name == Name(v)) return v;
+  }
+  return std::nullopt;
+}
+
+bool SharedCounters(const Config& config) { return !ParseVariant(config.dra.cards).has_value(); }
+
+std::vector<Variant> PublishedVariants(const Config& config) {
+  if (auto one = ParseVariant(config.dra.cards)) return {*one};
+  return {std::begin(kVariants), std::end(kVariants)};
+}
+
+bool WholeCardDevice(Variant variant, const Config& config) {
+  return variant == Variant::kWhole || !SharedCounters(config);
+}
+
 std::optional<ComputePolicy> PolicyOf(Variant variant) {
   switch (variant) {
     case Variant::kFixed:
@@ -94,10 +112,7 @@ std::optional<DeviceRef> ParseDeviceName(std::string_view name) {
   const auto [end, ec] = std::from_chars(name.data(), name.data() + dash, index);
   if (ec != std::errc() || end != name.data() + dash || index < 0) return std::nullopt;
   if (dash > 1 && name[0] == '0') return std::nullopt;  // one spelling per index
-  const std::string_view rest = name.substr(dash + 1);
-  for (Variant v : kVariants) {
-    if (rest == Name(v)) return DeviceRef{index, v};
-  }
+  if (auto v = ParseVariant(name.substr(dash + 1))) return DeviceRef{index, *v};
   return std::nullopt;
 }
 

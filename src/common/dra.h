@@ -32,6 +32,14 @@ inline constexpr Variant kVariants[] = {Variant::kFixed,       Variant::kGuarant
                                         Variant::kFixedOnline, Variant::kGuaranteedOnline, Variant::kWhole};
 
 std::string_view Name(Variant variant);  // "fixed", "guaranteed-online", "whole", ...
+std::optional<Variant> ParseVariant(std::string_view name);
+// The devices each card of the node is published as (config dra.cards, docs/dra.md §2): the six variants
+// sharing the card's counter ("any"), or the one variant of the node pool, with no counter.
+std::vector<Variant> PublishedVariants(const Config& config);
+bool SharedCounters(const Config& config);  // "any": the variants of a card consume its counter
+// Whether a claim of the whole class may take the device: the non-shareable whole card, and with one variant
+// per card its shareable device too (a claim that names no memory consumes all of it, so it is alone there).
+bool WholeCardDevice(Variant variant, const Config& config);
 // The compute policy of a shareable variant; nullopt for the whole card.
 std::optional<ComputePolicy> PolicyOf(Variant variant);
 bool Shareable(Variant variant);      // allowMultipleAllocations

@@ -58,6 +58,20 @@ TEST(DraNames, VariantsKeepThePerCardRules) {
   EXPECT_FALSE(PolicyOf(Variant::kWhole).has_value());
 }
 
+TEST(DraNames, PublishedVariantsFollowDraCards) {
+  Config c;
+  EXPECT_EQ(PublishedVariants(c).size(), 6u);
+  EXPECT_TRUE(SharedCounters(c));
+  EXPECT_TRUE(WholeCardDevice(Variant::kWhole, c));
+  EXPECT_FALSE(WholeCardDevice(Variant::kFixed, c));
+  c.dra.cards = "guaranteed-online";
+  EXPECT_EQ(PublishedVariants(c), std::vector<Variant>{Variant::kGuaranteedOnline});
+  EXPECT_FALSE(SharedCounters(c));
+  EXPECT_TRUE(WholeCardDevice(Variant::kGuaranteedOnline, c));
+  EXPECT_EQ(ParseVariant("native"), Variant::kNative);
+  EXPECT_FALSE(ParseVariant("any").has_value());
+}
+
 TEST(DraNames, ClassesAndTheirPolicies) {
   Config c;
   EXPECT_EQ(ClassName(ComputePolicy::kGuaranteedBurstShare, c), "guaranteed-burst-share.mgpu.io");

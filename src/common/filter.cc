@@ -2,15 +2,6 @@
 
 namespace mgpu {
 
-std::vector<const NodeView*> UsableNodes(const ClusterView& view, const std::vector<std::string>& names) {
-  std::vector<const NodeView*> nodes(names.size());
-  for (size_t i = 0; i < names.size(); ++i) {
-    const NodeView* node = view.Find(names[i]);
-    if (node && node->problem.empty()) nodes[i] = node;
-  }
-  return nodes;
-}
-
 FilterVerdicts FilterPod(const ClusterView& view, const std::vector<std::string>& names,
                          const Result<PodRequest>& pod, ModelPublisher& model, DecisionMemo& memo,
                          const Config& config) {
@@ -27,7 +18,7 @@ FilterVerdicts FilterPod(const ClusterView& view, const std::vector<std::string>
   }
   const ModelPublisher::Published published =
       model.Observe(*pod, [&view] { return view.FreeCoreByProduct(); });
-  const std::vector<const NodeView*> nodes = UsableNodes(view, names);
+  const std::vector<const NodeView*> nodes = view.Usable(names);
   const std::string no_plugin = "no mgpu-device-plugin (no " + config.Names().gpu_inventory + " annotation)";
   const std::vector<NodeDecision> decisions =
       memo.Decide(view, nodes, *pod, published.model.get(), published.version, /*with_reasons=*/true);

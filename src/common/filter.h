@@ -34,7 +34,4 @@ FilterVerdicts FilterPod(const ClusterView& view, const std::vector<std::string>
                          const Result<PodRequest>& pod, ModelPublisher& model, DecisionMemo& memo,
                          const Config& config);
 
-// The nodes of `names` in `view` that can take pods (null for the others), parallel to `names`.
-std::vector<const NodeView*> UsableNodes(const ClusterView& view, const std::vector<std::string>& names);
-
 }  // namespace mgpu

@@ -24,14 +24,13 @@ std::set<std::string> StartedContainers(const json& pod) {
   return out;
 }
 
-}  // namespace
-
-PodFacts ReadPod(const json& pod, const Config& config, const Annotations& workload) {
+// ReadPod, the request already parsed.
+PodFacts ReadWith(const json& pod, const Config& config, Result<PodRequest> request) {
   PodFacts out;
-  out.request = ParsePodRequest(pod, config, workload);
+  out.request = std::move(request);
   if (!pod.is_object()) return out;
   const ResourceNames names = config.Names();
-  out.key = PodKeyOf(pod);
+  out.key = PodKey(MetadataString(pod, "namespace"), MetadataString(pod, "name"));
   out.uid = MetadataString(pod, "uid");
   out.resource_version = MetadataString(pod, "resourceVersion");
   out.node = StringAt(pod, {"spec", "nodeName"});
@@ -69,22 +68,14 @@ PodFacts ReadPod(const json& pod, const Config& config, const Annotations& workl
   return out;
 }
 
-bool NeedsWorkload(const json& pod, const Config& config) {
-  if (!ControllerOf(pod)) return false;
-  const ResourceNames names = config.Names();
-  for (const char* list : {"initContainers", "containers"}) {
-    const json* containers = FindPath(pod, {"spec", list});
-    if (!containers || !containers->is_array()) continue;
-    for (const json& c : *containers) {
-      for (const char* kind : {"limits", "requests"}) {
-        const json* amounts = FindPath(c, {"resources", kind});
-        if (!amounts || !amounts->is_object()) continue;
-        for (const std::string* resource : {&names.core, &names.reclaimed_core, &names.memory})
-          if (amounts->contains(*resource)) return true;
-      }
-    }
-  }
-  return false;
+}  // namespace
+
+PodFacts ReadPod(const json& pod, const Config& config, const Annotations& workload) {
+  return ReadWith(pod, config, ParsePodRequest(pod, config, workload));
+}
+
+PodFacts ReadPod(const json& pod, const Config& config, WorkloadSource& workload) {
+  return ReadWith(pod, config, ParsePodRequest(pod, config, workload));
 }
 
 }  // namespace mgpu

@@ -3,7 +3,7 @@
 // bound, whether it still runs, the containers the kubelet started, the hand-off annotations (DESIGN §5),
 // its node-level CPU and memory request and what it asks of GPUs (DESIGN §3, ParsePodRequest). Nothing past
 // the edge reads the pod's JSON again. The request needs the annotations of the pod's controlling workload,
-// which the caller resolves first, outside any lock (kube::WorkloadResolver).
+// which the caller gives, or a WorkloadSource answers from what it has read (kube::WorkloadResolver).
 #pragma once
 
 #include <cstdint>
@@ -25,27 +25,24 @@ struct PodFacts {
   std::string key;  // PodKey
   std::string uid;
   std::string resource_version;
-  std::string node;                      // spec.nodeName; empty while unbound
-  bool finished = false;                 // status.phase Succeeded or Failed
-  bool deleting = false;                 // metadata.deletionTimestamp set
-  std::set<std::string> started;         // containers the kubelet has created or run: admitted long ago
-  std::optional<Assignment> assignment;  // D/gpu-assignment, when present and readable
-  std::optional<Assignment> allocated;   // D/gpu-allocated, when present and readable
-  int64_t assume_time_ns = 0;            // D/gpu-assume-time; 0 when absent or unreadable
-  std::vector<std::string> problems;     // one sentence per annotation that could not be read
-  HostRequest host;                      // HostRequestOf: every pod's, GPU or not
+  std::string node;                           // spec.nodeName; empty while unbound
+  bool finished = false;                      // status.phase Succeeded or Failed
+  bool deleting = false;                      // metadata.deletionTimestamp set
+  std::set<std::string> started;              // containers the kubelet has created or run: admitted long ago
+  std::optional<Assignment> assignment;       // D/gpu-assignment, when present and readable
+  std::optional<Assignment> allocated;        // D/gpu-allocated, when present and readable
+  int64_t assume_time_ns = 0;                 // D/gpu-assume-time; 0 when absent or unreadable
+  std::vector<std::string> problems;          // one sentence per annotation that could not be read
+  HostRequest host;                           // HostRequestOf: every pod's, GPU or not
   Result<PodRequest> request = PodRequest{};  // ParsePodRequest's answer
 
   // Bound and not finished: it holds what it asked for on its node.
   bool HoldsNode() const { return !node.empty() && !finished; }
 };
 
-// Reads `pod` whole. `workload`: the annotations of its controlling workload (see NeedsWorkload).
+// Reads `pod` whole. `workload`: the annotations of its controlling workload, or where to find them
+// (ParsePodRequest asks only for a pod that has a controller and asks for some mgpu resource).
 PodFacts ReadPod(const nlohmann::json& pod, const Config& config, const Annotations& workload = {});
-
-// Whether ReadPod needs the annotations of the pod's controlling workload: it has a controller and names an
-// mgpu resource in some container's limits or requests (ParsePodRequest reads no annotation of a pod that
-// asks for none, so the lookup is skipped for every other pod).
-bool NeedsWorkload(const nlohmann::json& pod, const Config& config);
+PodFacts ReadPod(const nlohmann::json& pod, const Config& config, WorkloadSource& workload);
 
 }  // namespace mgpu

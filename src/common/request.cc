@@ -36,8 +36,8 @@ struct Asked {
 
 class Parser {
  public:
-  Parser(const json& pod, const Config& config, const Annotations& workload)
-      : pod_(pod), config_(config), names_(config.Names()), workload_(workload) {
+  Parser(const json& pod, const Config& config, const Annotations& workload, WorkloadSource* source)
+      : pod_(pod), config_(config), names_(config.Names()), workload_(workload), source_(source) {
     const json* meta = Field(pod, "metadata");
     if (meta) {
       key_ = PodKey(StringField(*meta, "namespace"), StringField(*meta, "name"));
@@ -107,10 +107,25 @@ class Parser {
     return Error{"pod " + key_ + " container " + container + ": " + what};
   }
 
-  std::optional<std::string> Lookup(const std::string& key) const {
+  std::optional<std::string> Lookup(const std::string& key) {
     if (auto it = own_.find(key); it != own_.end()) return it->second;
-    if (auto it = workload_.find(key); it != workload_.end()) return it->second;
+    const Annotations& workload = Workload();
+    if (auto it = workload.find(key); it != workload.end()) return it->second;
     return std::nullopt;
+  }
+
+  // The workload's annotations: given, or asked of the source once, when first read.
+  const Annotations& Workload() {
+    if (!source_) return workload_;
+    if (!fetched_) {
+      fetched_.emplace();
+      if (std::optional<OwnerRef> owner = ControllerOf(pod_)) {
+        const json* meta = Field(pod_, "metadata");
+        *fetched_ =
+            source_->AnnotationsOf(StringField(*meta, "namespace"), StringField(*meta, "name"), *owner);
+      }
+    }
+    return *fetched_;
   }
 
   // limits and requests of one resource: requests default to limits; both given must be equal.
@@ -271,6 +286,8 @@ class Parser {
   const Config& config_;
   const ResourceNames names_;
   const Annotations& workload_;
+  WorkloadSource* const source_;
+  std::optional<Annotations> fetched_;
   Annotations own_;
   std::string key_ = "/";
   std::string qos_text_;
@@ -400,7 +417,12 @@ std::vector<std::string> GpuModelsOf(const json& pod, const std::string& label) 
 }
 
 Result<PodRequest> ParsePodRequest(const json& pod, const Config& config, const Annotations& workload) {
-  return Parser(pod, config, workload).Parse();
+  return Parser(pod, config, workload, nullptr).Parse();
+}
+
+Result<PodRequest> ParsePodRequest(const json& pod, const Config& config, WorkloadSource& workload) {
+  static const Annotations kNone;
+  return Parser(pod, config, kNone, &workload).Parse();
 }
 
 void KeepSchedulingFields(json& pod, const Config& config) {
@@ -434,7 +456,8 @@ void KeepSchedulingFields(json& pod, const Config& config) {
     if (const json* required = Field(*spec, "affinity")) {
       for (const char* key : {"nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"})
         required = required ? Field(*required, key) : nullptr;
-      if (required) s["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = *required;
+      if (required)
+        s["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = *required;
     }
     for (const char* list : {"initContainers", "containers"}) {
       const json* containers = Field(*spec, list);

@@ -18,11 +18,30 @@ namespace mgpu {
 
 using Annotations = std::map<std::string, std::string, std::less<>>;
 
+struct OwnerRef {
+  std::string api_version;
+  std::string kind;
+  std::string name;
+};
+
+// Where ParsePodRequest finds the annotations of a pod's controlling workload (kube::WorkloadResolver): asked
+// at most once per pod, and only for a pod that has a controller and asks for some mgpu resource.
+class WorkloadSource {
+ public:
+  // `ns` and `pod` name the pod (for log lines); `owner` is its controller.
+  virtual Annotations AnnotationsOf(const std::string& ns, const std::string& pod, const OwnerRef& owner) = 0;
+
+ protected:
+  ~WorkloadSource() = default;
+};
+
 // `workload` holds the annotations of the pod's controlling workload (Deployment, StatefulSet, Job); a key
 // the pod itself lacks is read from there. A pod that asks for no mgpu resource yields a request with no
 // containers.
 Result<PodRequest> ParsePodRequest(const nlohmann::json& pod, const Config& config,
                                    const Annotations& workload = {});
+// The same, with the workload's annotations asked of `workload` when they are read.
+Result<PodRequest> ParsePodRequest(const nlohmann::json& pod, const Config& config, WorkloadSource& workload);
 
 // Annotations of a pod's controlling workload, for ParsePodRequest (the admission webhook's lookup).
 using WorkloadLookup = std::function<Annotations(const nlohmann::json& pod)>;
@@ -51,12 +70,6 @@ void KeepSchedulingFields(nlohmann::json& pod, const Config& config);
 Annotations AnnotationsOf(const nlohmann::json& object);
 // PodKey of a pod object's metadata.
 std::string PodKeyOf(const nlohmann::json& pod);
-
-struct OwnerRef {
-  std::string api_version;
-  std::string kind;
-  std::string name;
-};
 
 // The ownerReference with controller: true, if any.
 std::optional<OwnerRef> ControllerOf(const nlohmann::json& object);

@@ -379,18 +379,38 @@ TEST(PodFacts, ReadPodGivesTheRequestWithTheWorkloadsAnnotationsAndTheHostReques
   EXPECT_EQ(annotated.key, "ns/p");
 }
 
-TEST(PodFacts, OnlyAControlledPodThatNamesAnMgpuResourceNeedsItsWorkload) {
+// Answers a workload's annotations and notes who asked.
+struct NotingSource final : WorkloadSource {
+  Annotations answer;
+  std::vector<std::string> asked;  // "namespace/pod Kind/name"
+  Annotations AnnotationsOf(const std::string& ns, const std::string& pod, const OwnerRef& owner) override {
+    asked.push_back(ns + "/" + pod + " " + owner.kind + "/" + owner.name);
+    return answer;
+  }
+};
+
+TEST(PodFacts, OnlyAControlledPodThatAsksForAnMgpuResourceAsksForItsWorkload) {
   const Config config;
   const ResourceNames names = config.Names();
+  NotingSource source;
+  source.answer = {{names.compute_policy, "guaranteed-burst-share"}};
   nlohmann::json pod = {
-      {"metadata", {{"name", "p"}}},
+      {"metadata", {{"name", "p"}, {"namespace", "ns"}}},
       {"spec", {{"containers", {{{"name", "main"}, {"resources", {{"limits", {{"cpu", "1"}}}}}}}}}}};
-  EXPECT_FALSE(NeedsWorkload(pod, config));  // no controller
+  EXPECT_TRUE(ReadPod(pod, config, source).request.ok());  // no controller
   pod["metadata"]["ownerReferences"] = {
       {{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"}, {"name", "r"}, {"controller", true}}};
-  EXPECT_FALSE(NeedsWorkload(pod, config));  // asks no mgpu resource: its annotations are never read
-  pod["spec"]["initContainers"] = {{{"name", "init"}, {"resources", {{"requests", {{names.memory, "1"}}}}}}};
-  EXPECT_TRUE(NeedsWorkload(pod, config));
+  EXPECT_TRUE(ReadPod(pod, config, source).request.ok());  // asks no mgpu resource
+  EXPECT_TRUE(source.asked.empty());
+  pod["spec"]["containers"][0]["resources"]["limits"] = {{names.core, "30"}, {names.memory, "1024"}};
+  const PodFacts facts = ReadPod(pod, config, source);
+  ASSERT_TRUE(facts.request.ok()) << facts.request.message();
+  EXPECT_EQ(facts.request->compute_policy, ComputePolicy::kGuaranteedBurstShare);
+  // Once, though the request reads several keys of it.
+  EXPECT_EQ(source.asked, std::vector<std::string>{"ns/p ReplicaSet/r"});
+  // The pod's own annotation comes first.
+  pod["metadata"]["annotations"][names.compute_policy] = "fixed-share";
+  EXPECT_EQ(ReadPod(pod, config, source).request->compute_policy, ComputePolicy::kFixedShare);
 }
 
 }  // namespace

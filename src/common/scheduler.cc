@@ -41,31 +41,6 @@ ModelPublisher::Published ModelPublisher::Current() const {
   return published_;
 }
 
-NodeDecision Decide(const NodeState& node, const PodRequest& pod, const WorkloadModel* model,
-                    bool with_reason, Placement& scratch) {
-  NodeDecision out;
-  if (!Place(node, pod, model, scratch)) {
-    if (with_reason) out.reason = SchedulerReason(node, pod, scratch);
-    return out;
-  }
-  out.fits = true;
-  out.cost = PlacementCost(node, pod, scratch, pod.node_policy, model);
-  return out;
-}
-
-std::vector<int> Scores(const std::vector<NodeDecision>& decisions) {
-  std::vector<double> costs;
-  costs.reserve(decisions.size());
-  for (const NodeDecision& d : decisions)
-    if (d.fits) costs.push_back(d.cost);
-  const std::vector<int> ranked = ExtenderScores(costs);
-  std::vector<int> out(decisions.size(), 0);
-  size_t k = 0;
-  for (size_t i = 0; i < decisions.size(); ++i)
-    if (decisions[i].fits) out[i] = ranked[k++];
-  return out;
-}
-
 Result<Assignment> Assign(NodeState& node, const PodRequest& pod, const WorkloadModel* model) {
   Result<Assignment> chosen = ChooseCards(node, pod, model);
   if (!chosen.ok()) return chosen;

@@ -1,12 +1,12 @@
 // The placement core every mgpu scheduler runs: the extender's verbs, the trace replay (bench/) and
 // mgpu-place, so the benchmark measures the product's own loop. One pod's cycle: learn it into the workload
 // model (ModelPublisher, which publishes the model the decisions read on the extender's cadence), decide
-// every candidate node in one Place() pass (fit, cost, and why not: Decide), rank the fitting nodes as the
-// extender answers kube-scheduler (Scores), then choose cards and apply them on the chosen node (Assign).
-// ScheduleOne is that cycle whole, as the trace replay and mgpu-place run it; the extender runs its steps
-// across its filter, prioritize and bind requests, with kube-scheduler picking the node between them.
-// Plain structs in and out; no I/O, no clocks; the only lock is ModelPublisher's, because the extender's
-// request threads share one model.
+// every candidate node in one Place() pass (fit, cost, and why not: Decide, common/allocator.h), rank the
+// fitting nodes as the extender answers kube-scheduler (Scores, beside it), then choose cards and apply them
+// on the chosen node (Assign). ScheduleOne is that cycle whole, as the trace replay and mgpu-place run it;
+// the extender runs its steps across its filter, prioritize and bind requests, with kube-scheduler picking
+// the node between them. Plain structs in and out; no I/O, no clocks; the only lock is ModelPublisher's,
+// because the extender's request threads share one model.
 #pragma once
 
 #include <cstddef>
@@ -64,22 +64,6 @@ class ModelPublisher {
   std::unordered_set<std::string> learned_;
   std::deque<std::string> learned_order_;
 };
-
-// One node's answer for a pod.
-struct NodeDecision {
-  bool fits = false;
-  double cost = 0;     // PlacementCost under the pod's node policy, when it fits
-  std::string reason;  // when it does not fit and the reason was asked for: SchedulerReason
-};
-
-// Whether `pod` fits `node` under `model`, what placing it there costs and, with `with_reason`, why it does
-// not fit: all from one Place() pass. `scratch` is working memory (see Placement).
-NodeDecision Decide(const NodeState& node, const PodRequest& pod, const WorkloadModel* model,
-                    bool with_reason, Placement& scratch);
-
-// The extender's score (ExtenderScores over the costs of the fitting nodes) of each decision, in order; a
-// node that does not fit scores 0.
-std::vector<int> Scores(const std::vector<NodeDecision>& decisions);
 
 // Chooses cards for `pod` on `node` (ChooseCards under `model`) and applies them: a simulated bind. On error
 // `node` is unchanged.

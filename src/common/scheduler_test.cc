@@ -104,49 +104,6 @@ TEST(ModelPublisher, PublishesWhileThePublishedModelIsEmpty) {
   EXPECT_EQ(publisher.Observe(Ask("on2", 30), free.Fn()).version, 3u);
 }
 
-TEST(Decide, AFittingNodeCarriesItsPlacementCost) {
-  const NodeState node = Node("n", 2, 24576);
-  PodRequest pod = Ask("a", 30);
-  pod.node_policy = NodePolicy::kSpread;
-  Placement scratch;
-  const NodeDecision d = Decide(node, pod, nullptr, true, scratch);
-  EXPECT_TRUE(d.fits);
-  EXPECT_EQ(d.cost, CostOf(node, pod, NodePolicy::kSpread));
-  EXPECT_TRUE(d.reason.empty());
-}
-
-// The reason is the one kube-scheduler shows (SchedulerReason of the failed placement); ChooseCards fails
-// on the node too, with its detailed sentence.
-TEST(Decide, ANodeThatDoesNotFitGivesTheSchedulersReason) {
-  NodeState node = Node("n", 2, 24576);
-  ASSERT_TRUE(Assign(node, Ask("a", 80), nullptr).ok());
-  ASSERT_TRUE(Assign(node, Ask("b", 80), nullptr).ok());
-  Placement scratch;
-  for (const PodRequest& pod : {Ask("c", 30), Ask("d", 50, 2), Ask("e", 100)}) {
-    const NodeDecision d = Decide(node, pod, nullptr, true, scratch);
-    EXPECT_FALSE(d.fits);
-    Placement failed;
-    ASSERT_FALSE(Place(node, pod, nullptr, failed));
-    EXPECT_EQ(d.reason, SchedulerReason(node, pod, failed));
-    EXPECT_FALSE(ChooseCards(node, pod).ok());
-    EXPECT_TRUE(Decide(node, pod, nullptr, false, scratch).reason.empty());
-  }
-}
-
-TEST(Scores, RanksTheFittingNodesAsTheExtenderDoesAndGivesTheOthersZero) {
-  std::vector<NodeDecision> decisions(4);
-  decisions[0] = {true, -0.5, ""};
-  decisions[1] = {false, 0, "full"};
-  decisions[2] = {true, -0.9, ""};
-  decisions[3] = {true, -0.5, ""};
-  const std::vector<int> scores = Scores(decisions);
-  ASSERT_EQ(scores.size(), 4u);
-  EXPECT_EQ(scores[2], 10);
-  EXPECT_EQ(scores[0], 9);
-  EXPECT_EQ(scores[3], 9);
-  EXPECT_EQ(scores[1], 0);
-}
-
 TEST(Assign, AppliesTheChosenCardsOrLeavesTheNodeUnchanged) {
   NodeState node = Node("n", 1, 24576);
   const Result<Assignment> placed = Assign(node, Ask("a", 70), nullptr);

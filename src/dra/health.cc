@@ -20,10 +20,10 @@ int64_t NowUnix() {
 }  // namespace
 
 v1alpha1::NodeWatchResourcesResponse HealthMessage(const std::string& pool, const std::vector<Card>& cards,
-                                                   int64_t now_unix_s) {
+                                                   const std::vector<Variant>& variants, int64_t now_unix_s) {
   v1alpha1::NodeWatchResourcesResponse out;
   for (const Card& c : cards) {
-    for (Variant v : kVariants) {
+    for (Variant v : variants) {
       auto* d = out.add_devices();
       d->mutable_device()->set_pool_name(pool);
       d->mutable_device()->set_device_name(DeviceName(c.index, v));
@@ -44,7 +44,7 @@ grpc::Status HealthService::NodeWatchResources(
         state_.WaitForChange(sent, kStreamCheck, [&] { return stopping_.load() || context->IsCancelled(); });
     if (stopping_ || context->IsCancelled()) return grpc::Status::OK;
     if (generation == sent) continue;
-    if (!writer->Write(HealthMessage(pool_, cards, NowUnix()))) return grpc::Status::OK;
+    if (!writer->Write(HealthMessage(pool_, cards, variants_, NowUnix()))) return grpc::Status::OK;
     spdlog::info("pool={} device health sent to the kubelet (generation {})", pool_, generation);
     sent = generation;
   }

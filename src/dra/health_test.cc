@@ -6,8 +6,8 @@ namespace mgpu::dra {
 namespace {
 
 TEST(HealthMessage, SixDevicesPerCardWithTheCardsHealth) {
-  const auto m =
-      HealthMessage("node-a", {Card{0, "GPU-a", "m", 1, true}, Card{3, "GPU-d", "m", 1, false}}, 1700000000);
+  const auto m = HealthMessage("node-a", {Card{0, "GPU-a", "m", 1, true}, Card{3, "GPU-d", "m", 1, false}},
+                               PublishedVariants(Config()), 1700000000);
   ASSERT_EQ(m.devices_size(), 12);
   EXPECT_EQ(m.devices(0).device().device_name(), "gpu-0-fixed");
   EXPECT_EQ(m.devices(0).health(), v1alpha1::HEALTHY);
@@ -20,6 +20,17 @@ TEST(HealthMessage, SixDevicesPerCardWithTheCardsHealth) {
     EXPECT_EQ(m.devices(i).last_updated_time(), 1700000000);
   }
   EXPECT_NE(m.devices(6).message().find("GPU-d"), std::string::npos);
+}
+
+TEST(HealthMessage, OneDevicePerCardWithOneVariant) {
+  Config config;
+  config.dra.cards = "fixed-online";
+  const auto m = HealthMessage("node-a", {Card{0, "GPU-a", "m", 1, true}, Card{3, "GPU-d", "m", 1, false}},
+                               PublishedVariants(config), 1700000000);
+  ASSERT_EQ(m.devices_size(), 2);
+  EXPECT_EQ(m.devices(0).device().device_name(), "gpu-0-fixed-online");
+  EXPECT_EQ(m.devices(1).device().device_name(), "gpu-3-fixed-online");
+  EXPECT_EQ(m.devices(1).health(), v1alpha1::UNHEALTHY);
 }
 
 }  // namespace

@@ -131,7 +131,7 @@ Status KubeletPlugin::Start() {
     fs::remove(path, ec);  // a stale socket from an earlier run blocks bind
   }
   dra_ = std::make_unique<DraService>(preparer_);
-  health_ = std::make_unique<HealthService>(pool_, state_);
+  health_ = std::make_unique<HealthService>(pool_, PublishedVariants(config_), state_);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + plugin, grpc::InsecureServerCredentials());
   builder.RegisterService(dra_.get());

@@ -38,7 +38,7 @@ json DeviceOf(const NodeCard& c, Variant v, const Config& config) {
                      {"product", Str(LabelValue(c.card.model))},
                      {"memoryMiB", Int(c.card.memory_mib)},
                      {"offlineShares", Bool(OfflineShares(v))},
-                     {"wholeCard", Bool(v == Variant::kWhole)}};
+                     {"wholeCard", Bool(WholeCardDevice(v, config))}};
   if (auto policy = PolicyOf(v)) attributes["computePolicy"] = Str(std::string(Name(*policy)));
   if (!c.pci_bus_id.empty()) attributes["pciBusID"] = Str(c.pci_bus_id);
   json device = {{"name", DeviceName(c.card.index, v)}, {"attributes", std::move(attributes)}};
@@ -53,9 +53,11 @@ json DeviceOf(const NodeCard& c, Variant v, const Config& config) {
                           {std::string(kReclaimedCores), {{"value", "100"}}},
                           {std::string(kMemory), {{"value", MemoryQuantity(c.capacity_mib)}}}};
   }
-  device["consumesCounters"] =
-      json::array({{{"counterSet", CounterSetName(c.card.index)},
-                    {"counters", {{std::string(kSharingCounter), {{"value", "1"}}}}}}});
+  if (SharedCounters(config)) {
+    device["consumesCounters"] =
+        json::array({{{"counterSet", CounterSetName(c.card.index)},
+                      {"counters", {{std::string(kSharingCounter), {{"value", "1"}}}}}}});
+  }
   if (!c.card.healthy) {
     device["taints"] = json::array({{{"key", driver + "/unhealthy"}, {"effect", "NoSchedule"}}});
   }
@@ -79,7 +81,8 @@ std::vector<json> BuildSlices(const std::string& node, const std::vector<NodeCar
                               const Config& config, int64_t generation) {
   std::vector<json> out;
   const size_t groups = std::max<size_t>(1, (cards.size() + kCardsPerSlice - 1) / kCardsPerSlice);
-  const int64_t count = static_cast<int64_t>(cards.empty() ? 1 : 2 * groups);
+  const bool with_counters = SharedCounters(config);
+  const int64_t count = static_cast<int64_t>(cards.empty() ? 1 : (with_counters ? 2 : 1) * groups);
   const std::string prefix = node + "-" + DriverName(config) + "-";
   if (cards.empty()) {
     // A pool with no devices says so: the node has no cards. (No empty list: the API server drops it.)
@@ -93,11 +96,11 @@ std::vector<json> BuildSlices(const std::string& node, const std::vector<NodeCar
     for (size_t i = g * kCardsPerSlice; i < std::min(cards.size(), (g + 1) * kCardsPerSlice); ++i) {
       sets.push_back({{"name", CounterSetName(cards[i].card.index)},
                       {"counters", {{std::string(kSharingCounter), {{"value", "1"}}}}}});
-      for (Variant v : kVariants) list.push_back(DeviceOf(cards[i], v, config));
+      for (Variant v : PublishedVariants(config)) list.push_back(DeviceOf(cards[i], v, config));
     }
     counters["spec"]["sharedCounters"] = std::move(sets);
     devices["spec"]["devices"] = std::move(list);
-    out.push_back(std::move(counters));
+    if (with_counters) out.push_back(std::move(counters));
     out.push_back(std::move(devices));
   }
   return out;

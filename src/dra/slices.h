@@ -1,6 +1,7 @@
 // The node's ResourceSlices (docs/dra.md §2): one pool named after the node; per group of at most 8 cards a
 // slice of counter sets (one per card, "sharing": 1) and a slice of devices (six per card, each consuming the
-// card's "sharing"), with attributes, capacities, request policies and, for an unhealthy card, the taint
+// card's "sharing"), or with one variant per card (dra.cards) only the slice of devices (one per card), with
+// attributes, capacities, request policies and, for an unhealthy card, the taint
 // <driver>/unhealthy:NoSchedule. Pure functions: what to publish, and whether what is stored already says it.
 #pragma once
 

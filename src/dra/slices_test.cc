@@ -95,6 +95,36 @@ TEST(Slices, SixDevicesPerCardConsumingItsOneSharingCounter) {
   EXPECT_FALSE(whole["capacity"]["memory"].contains("requestPolicy"));
 }
 
+// dra.cards names one variant: one device per card, no counters (nothing for the scheduler to add up across
+// the node's devices), and a claim of the whole class may take it (naming no memory, it consumes all of it).
+TEST(Slices, OneVariantPublishesOneDevicePerCardWithoutCounters) {
+  Config config;
+  config.dra.cards = "fixed";
+  const auto slices = BuildSlices("n", Cards(10, 24576), config, 3);
+  ASSERT_EQ(slices.size(), 2u);  // two groups of at most 8 cards, devices only
+  EXPECT_EQ(slices[0]["metadata"]["name"], "n-mgpu.io-devices-0");
+  EXPECT_EQ(slices[1]["metadata"]["name"], "n-mgpu.io-devices-1");
+  int devices = 0;
+  for (const json& s : slices) {
+    EXPECT_FALSE(s["spec"].contains("sharedCounters"));
+    EXPECT_EQ(s["spec"]["pool"]["resourceSliceCount"], 2);
+    for (const json& d : s["spec"]["devices"]) {
+      EXPECT_EQ(d["name"], "gpu-" + std::to_string(devices++) + "-fixed");
+      EXPECT_FALSE(d.contains("consumesCounters"));
+      EXPECT_EQ(d["allowMultipleAllocations"], true);
+      EXPECT_EQ(d["attributes"]["wholeCard"], json({{"bool", true}}));
+      EXPECT_EQ(d["attributes"]["offlineShares"], json({{"bool", true}}));
+      EXPECT_EQ(d["capacity"]["memory"]["requestPolicy"]["default"], "24Gi");
+    }
+  }
+  EXPECT_EQ(devices, 10);
+  config.dra.cards = "fixed-online";
+  const auto online_slices = BuildSlices("n", Cards(1), config, 1);
+  const json& online = online_slices[0]["spec"]["devices"][0];
+  EXPECT_EQ(online["name"], "gpu-0-fixed-online");
+  EXPECT_FALSE(online["capacity"].contains("reclaimedCores"));
+}
+
 TEST(Slices, AnUnhealthyCardsDevicesAreTaintedAndTheSpecChanges) {
   auto cards = Cards(2);
   const auto healthy = BuildSlices("n", cards, Config(), 1);

@@ -23,9 +23,9 @@ Extender::Extender(ClusterCache& cache, kube::Client* client, kube::WorkloadReso
       events_(events) {}
 
 Extender::FactsRef Extender::ReadNow(const nlohmann::json& pod) {
-  return std::make_shared<const PodFacts>(workloads_
-                                              ? workloads_->ReadKnown(pod, cache_.config(), kWorkloadWait)
-                                              : ReadPod(pod, cache_.config()));
+  if (!workloads_) return std::make_shared<const PodFacts>(ReadPod(pod, cache_.config()));
+  kube::WorkloadResolver::KnownWithin workload(*workloads_, kWorkloadWait);
+  return std::make_shared<const PodFacts>(ReadPod(pod, cache_.config(), workload));
 }
 
 Extender::FactsRef Extender::Remembered(const std::string& uid) {
@@ -53,12 +53,9 @@ void Extender::Forget(const std::string& uid) {
 }
 
 std::shared_ptr<const PodFacts> Extender::Read(const nlohmann::json& pod) {
-  const nlohmann::json* meta = FindPath(pod, {"metadata"});
-  if (meta) {
-    if (FactsRef known = Remembered(StringAt(*meta, {"uid"}));
-        known && known->resource_version == StringAt(*meta, {"resourceVersion"}))
-      return known;
-  }
+  if (FactsRef known = Remembered(MetadataString(pod, "uid"));
+      known && known->resource_version == MetadataString(pod, "resourceVersion"))
+    return known;
   FactsRef facts = ReadNow(pod);
   Remember(facts);
   return facts;
@@ -98,7 +95,7 @@ FilterResult Extender::Choose(const ExtenderArgs& args) {
   if (!pod.ok() || !pod->AsksForGpu()) return Filter(args);
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
   const ModelPublisher::Published model = model_.Observe(*pod, [&view] { return view->FreeCoreByProduct(); });
-  const std::vector<const NodeView*> nodes = UsableNodes(*view, args.node_names);
+  const std::vector<const NodeView*> nodes = view->Usable(args.node_names);
   const std::vector<NodeDecision> decisions =
       memo_.Decide(*view, nodes, *pod, model.model.get(), model.version, /*with_reasons=*/false);
   const std::vector<int> scores = Scores(decisions);
@@ -132,19 +129,15 @@ std::vector<HostScore> Extender::Prioritize(const ExtenderArgs& args) {
   if (!pod.ok() || !pod->AsksForGpu()) return scores;
   const ModelPublisher::Published model = model_.Current();
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
-  const std::vector<const NodeView*> nodes = UsableNodes(*view, args.node_names);
+  const std::vector<const NodeView*> nodes = view->Usable(args.node_names);
   const std::vector<NodeDecision> decisions =
-      memo_.Decide(*view, nodes, *pod, model.model.get(), model.version, /*with_reasons=*/false);
+      memo_.Decide(*view, nodes, *pod, model.model.get(), model.version,
+                   /*with_reasons=*/false, &facts->uid);
   const std::vector<int> node_scores = Scores(decisions);
-  std::string conflict;
-  for (size_t i = 0; i < decisions.size(); ++i) {
-    if (!decisions[i].fits) continue;
-    scores[i].score = node_scores[i];
-    // A bind here would have to wait for a pod the device plugin could confuse with this one: rank it last.
-    if (!nodes[i]->waiting.empty() &&
-        ChooseUnambiguous(*nodes[i], *pod, facts->uid, model.model.get(), conflict).ok() && !conflict.empty())
-      scores[i].score = 0;
-  }
+  // A node where the bind would have to wait for a pod the device plugin could confuse with this one ranks
+  // last.
+  for (size_t i = 0; i < decisions.size(); ++i)
+    if (decisions[i].fits && !decisions[i].waits) scores[i].score = node_scores[i];
   return scores;
 }
 

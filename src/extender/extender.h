@@ -48,11 +48,10 @@ class Extender {
   static constexpr std::chrono::milliseconds kWorkloadWait{2000};
 
   // The pod object of a request as the verbs take it: remembered per uid for the latest resourceVersion
-  // read, else read now (WorkloadResolver::ReadKnown). The wire's PodReader.
+  // read, else read now (ReadPod, its workload's annotations as known: WorkloadResolver::KnownWithin). The
+  // wire's PodReader.
   std::shared_ptr<const PodFacts> Read(const nlohmann::json& pod);
-  PodReader Reader() {
-    return [this](const nlohmann::json& pod) { return Read(pod); };
-  }
+  PodReader Reader() { return std::bind_front(&Extender::Read, this); }
   // Forgets what Read remembered of pod `uid` (the pod informer saw it deleted): a deleted pod's facts are
   // not kept until kRememberedPods newer pods push them out.
   void Forget(const std::string& uid);

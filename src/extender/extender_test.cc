@@ -7,10 +7,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/manifest.h"
+#include "common/clock.h"
 #include "common/decision_memo.h"
-#include "extender/server.h"
+#include "common/manifest.h"
 #include "common/test_objects.h"
+#include "extender/server.h"
 
 namespace mgpu::extender {
 namespace {
@@ -137,6 +138,23 @@ TEST_F(ExtenderTest, PrioritizeBinpackPrefersTheFullerNode) {
   EXPECT_EQ(extender_.Prioritize(Args(Pod("q", 90, 1000), {"full", "empty"}))[0].score, 0);
 }
 
+// Node "waits" would win on binpack, but its card 0 holds pod a, still waiting for the kubelet, and the pod
+// would go to card 1 asking the same memory: the device plugin could confuse the two, so a bind there would
+// wait. Prioritize ranks it last; a look-alike of a, which would not wait, still prefers it.
+TEST_F(ExtenderTest, PrioritizeRanksANodeWhereTheBindWouldWaitLast) {
+  cache_.UpsertNode(NodeOf(Node("waits", 2, 10000)));
+  cache_.UpsertPod(PodOf(Placed(Pod("a", 80, 2000), "waits", names_.gpu_assignment,
+                                OneCard("waits-gpu0", 80, 2000), UnixNowNs())));
+  const ExtenderArgs args = Args(Pod("p", 50, 2000), {"waits", "empty"});
+  const std::vector<HostScore> scores = extender_.Prioritize(args);
+  ASSERT_EQ(scores.size(), 2u);
+  EXPECT_EQ(scores[0].score, 0);
+  EXPECT_GT(scores[1].score, 0);
+  const ExtenderArgs alike = Args(Pod("q", 10, 2000), {"waits", "empty"});
+  const std::vector<HostScore> alike_scores = extender_.Prioritize(alike);
+  EXPECT_GT(alike_scores[0].score, alike_scores[1].score);
+}
+
 // The fuller T4 node would win on fragmentation alone, but the cluster has little T4 left for the pods that
 // may only use T4: an unbound pod goes to a G2 node.
 TEST(ExtenderPressure, UnboundPodsLeaveScarceModelsToThePodsBoundToThem) {
@@ -242,7 +260,8 @@ TEST_F(ExtenderTest, NoReasonIsAFormatString) {
       NodeOf({{"metadata",
                {{"name", "unit"}, {"annotations", {{names_.gpu_inventory, EncodeInventory(inventory)}}}}}}));
   nlohmann::json offline = Pod("off", 0, 2000);
-  offline["spec"]["containers"][0]["resources"]["limits"] = {{names_.reclaimed_core, "40"}, {names_.memory, "20000"}};
+  offline["spec"]["containers"][0]["resources"]["limits"] = {{names_.reclaimed_core, "40"},
+                                                             {names_.memory, "20000"}};
   nlohmann::json whole = Pod("whole", 200, 30000);
   nlohmann::json spread = Pod("spread", 100, 2000);
   spread["metadata"]["annotations"][names_.gpu_count] = "2";
@@ -270,13 +289,14 @@ TEST_F(ExtenderTest, NoReasonIsAFormatString) {
   cache_.UpsertPod(
       PodOf(Placed(Pod("b", 60, 3000), "empty", names_.gpu_allocated, OneCard("empty-gpu1", 60, 3000))));
   const auto now = std::chrono::steady_clock::now();
-  Result<Assignment> wait = cache_.Reserve("empty", ParsePodRequest(Pod("c", 90, 2000), Config()).value(), "uid-c",
-                                           2, nullptr, now);
+  Result<Assignment> wait = cache_.Reserve("empty", ParsePodRequest(Pod("c", 90, 2000), Config()).value(),
+                                           "uid-c", 2, nullptr, now);
   ASSERT_FALSE(wait.ok());
   reasons.push_back(wait.message());
-  reasons.push_back(cache_.Reserve("cpu-only", ParsePodRequest(Pod("c", 10, 10), Config()).value(), "uid-c", 2,
-                                   nullptr, now)
-                        .message());
+  reasons.push_back(
+      cache_
+          .Reserve("cpu-only", ParsePodRequest(Pod("c", 10, 10), Config()).value(), "uid-c", 2, nullptr, now)
+          .message());
   reasons.push_back(extender_.Bind(BindArgs{"p", "default", "u", "empty"}));
   Extender follower(cache_, nullptr, nullptr, metrics_, [] { return false; });
   reasons.push_back(follower.Bind(BindArgs{"p", "default", "u", "empty"}));

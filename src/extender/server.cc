@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <functional>
 
 #include "common/http_server.h"
 #include "common/model.h"
@@ -82,7 +83,7 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
       "mgpu-scheduler-extender is not ready (informers not synced, or not the leader)";
   // The pod of a request is read once, here at the edge, and only when the verb will run.
   const auto reader = [this](bool ready) -> PodReader {
-    if (ready) return extender_.Reader();
+    if (ready) return std::bind_front(&Extender::Read, &extender_);
     return [](const nlohmann::json&) { return std::shared_ptr<const PodFacts>(); };
   };
   // filter and choose take kube-scheduler's filter arguments and answer its filter reply.

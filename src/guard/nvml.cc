@@ -135,9 +135,10 @@ nvmlReturn_t OwnProcesses(nvmlDevice_t device, unsigned int* count, Info* infos,
   }
 }
 
-// A list of other processes (graphics, MPS): none belong to the container as the guard sees it.
-template <typename Call>
-nvmlReturn_t NoProcesses(nvmlDevice_t device, unsigned int* count, Call call) {
+// A list of other processes (graphics, MPS): none belong to the container as the guard sees it. (`infos`
+// unused: the same arguments as OwnProcesses.)
+template <typename Info, typename Call>
+nvmlReturn_t NoProcesses(nvmlDevice_t device, unsigned int* count, Info* /*infos*/, Call call) {
   try {
     if (!count || CardOfNvml(device) < 0) return call();
     *count = 0;
@@ -178,30 +179,24 @@ MGPU_SLICE_MEMORY(nvmlDeviceGetMemoryInfo, nvmlMemory_t)
 MGPU_SLICE_MEMORY(nvmlDeviceGetMemoryInfo_v2, nvmlMemory_v2_t)
 #undef MGPU_SLICE_MEMORY
 
-#define MGPU_OWN_PROCESSES(name, Info)                                                     \
-  MGPU_EXPORT nvmlReturn_t name(nvmlDevice_t device, unsigned int* count, Info* infos) {   \
-    auto real = MGPU_REAL_NVML(name);                                                      \
-    if (!real) return NVML_ERROR_UNINITIALIZED;                                            \
-    return OwnProcesses(device, count, infos, [&] { return real(device, count, infos); }); \
-  }
-MGPU_OWN_PROCESSES(nvmlDeviceGetComputeRunningProcesses, nvmlProcessInfo_v1_t)
-MGPU_OWN_PROCESSES(nvmlDeviceGetComputeRunningProcesses_v2, nvmlProcessInfo_v2_t)
-MGPU_OWN_PROCESSES(nvmlDeviceGetComputeRunningProcesses_v3, nvmlProcessInfo_v2_t)
-#undef MGPU_OWN_PROCESSES
-
-#define MGPU_NO_PROCESSES(name, Info)                                                    \
+// NVML's process lists, answered by `Answer` (OwnProcesses or NoProcesses) with NVML's own list to fall back
+// on.
+#define MGPU_PROCESSES(name, Info, Answer)                                               \
   MGPU_EXPORT nvmlReturn_t name(nvmlDevice_t device, unsigned int* count, Info* infos) { \
     auto real = MGPU_REAL_NVML(name);                                                    \
     if (!real) return NVML_ERROR_UNINITIALIZED;                                          \
-    return NoProcesses(device, count, [&] { return real(device, count, infos); });       \
+    return Answer(device, count, infos, [&] { return real(device, count, infos); });     \
   }
-MGPU_NO_PROCESSES(nvmlDeviceGetGraphicsRunningProcesses, nvmlProcessInfo_v1_t)
-MGPU_NO_PROCESSES(nvmlDeviceGetGraphicsRunningProcesses_v2, nvmlProcessInfo_v2_t)
-MGPU_NO_PROCESSES(nvmlDeviceGetGraphicsRunningProcesses_v3, nvmlProcessInfo_v2_t)
-MGPU_NO_PROCESSES(nvmlDeviceGetMPSComputeRunningProcesses, nvmlProcessInfo_v1_t)
-MGPU_NO_PROCESSES(nvmlDeviceGetMPSComputeRunningProcesses_v2, nvmlProcessInfo_v2_t)
-MGPU_NO_PROCESSES(nvmlDeviceGetMPSComputeRunningProcesses_v3, nvmlProcessInfo_v2_t)
-#undef MGPU_NO_PROCESSES
+MGPU_PROCESSES(nvmlDeviceGetComputeRunningProcesses, nvmlProcessInfo_v1_t, OwnProcesses)
+MGPU_PROCESSES(nvmlDeviceGetComputeRunningProcesses_v2, nvmlProcessInfo_v2_t, OwnProcesses)
+MGPU_PROCESSES(nvmlDeviceGetComputeRunningProcesses_v3, nvmlProcessInfo_v2_t, OwnProcesses)
+MGPU_PROCESSES(nvmlDeviceGetGraphicsRunningProcesses, nvmlProcessInfo_v1_t, NoProcesses)
+MGPU_PROCESSES(nvmlDeviceGetGraphicsRunningProcesses_v2, nvmlProcessInfo_v2_t, NoProcesses)
+MGPU_PROCESSES(nvmlDeviceGetGraphicsRunningProcesses_v3, nvmlProcessInfo_v2_t, NoProcesses)
+MGPU_PROCESSES(nvmlDeviceGetMPSComputeRunningProcesses, nvmlProcessInfo_v1_t, NoProcesses)
+MGPU_PROCESSES(nvmlDeviceGetMPSComputeRunningProcesses_v2, nvmlProcessInfo_v2_t, NoProcesses)
+MGPU_PROCESSES(nvmlDeviceGetMPSComputeRunningProcesses_v3, nvmlProcessInfo_v2_t, NoProcesses)
+#undef MGPU_PROCESSES
 
 // One list for every kind of process (NVML of driver 550 and later; a likely source of nvidia-smi's process
 // table, which listed the whole card in a container on driver 580): the container's own as its compute
@@ -214,7 +209,7 @@ MGPU_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t devi
   if (!list || list->version != nvmlProcessDetailList_v1) return call();
   if (list->mode == NVML_PROCESS_MODE_COMPUTE)
     return OwnProcesses(device, &list->numProcArrayEntries, list->procArray, call);
-  return NoProcesses(device, &list->numProcArrayEntries, call);
+  return NoProcesses(device, &list->numProcArrayEntries, list->procArray, call);
 }
 
 MGPU_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) {

@@ -552,5 +552,79 @@ TEST_F(DraApi, TwoClaimsPerNodeOverCommitNoCard) {
       kPods, kNodes, seconds, kPods / seconds, usage.size());
 }
 
+// dra.cards naming one variant (docs/dra.md §2): one device per card and no counters, and the per-card rules
+// still hold, kept by the scheduler. On a node of `fixed` cards an online and an offline share join on one
+// card, a claim of the whole class takes the other card whole (it consumes all the memory, so a later share
+// goes beside the first two), and a multi-card or a guaranteed-burst-share claim finds no card; on a node of
+// `fixed-online` cards the multi-card share lands on both cards and an offline one finds none.
+TEST_F(DraApi, OneDevicePerCardKeepsTheRulesWithoutCounters) {
+  // Two 2 x 24 GiB nodes holding nothing: the scale test's pods (if it ran) leave first.
+  ASSERT_EQ(
+      Sh(cluster_->kubectl() + " delete pods -n scale --all --grace-period=0 --force --ignore-not-found").rc,
+      0);
+  ASSERT_TRUE(Poll(
+      [] {
+        kube::ApiResult claims = Api().List(kube::kResourceClaims, "scale");
+        return claims.ok() && claims->value("items", json::array()).empty();
+      },
+      kWait));
+  const std::map<std::string, CardSum> used = Usage();
+  const auto holds_claims = [&](const std::string& node) {
+    auto it = used.lower_bound(node + "/");
+    return it != used.end() && it->first.starts_with(node + "/");
+  };
+  std::vector<std::string> free;
+  for (int i = 4; i < kNodes && free.size() < 2; i += 3) {  // api-node-0004, -0007, ...: 2 x 24 GiB
+    char name[32];
+    std::snprintf(name, sizeof name, "api-node-%04d", i);
+    if (!holds_claims(name)) free.push_back(name);
+  }
+  ASSERT_EQ(free.size(), 2u) << "two 2 x 24 GiB nodes without claims (MGPU_DRA_API_NODES >= 11)";
+  const std::string fixed_node = free[0], online_node = free[1];
+  Config fixed_cards, online_cards;
+  fixed_cards.dra.cards = "fixed";
+  online_cards.dra.cards = "fixed-online";
+  ASSERT_TRUE(mgpu::dra::PublishOnce(Api(), fixed_node, cards_[fixed_node], fixed_cards).ok());
+  ASSERT_TRUE(mgpu::dra::PublishOnce(Api(), online_node, cards_[online_node], online_cards).ok());
+
+  ASSERT_TRUE(CreateNamespace("one").ok());
+  const Config c;
+  const auto claim = [&](const std::string& name, const PodRequest& shape, const std::string& node) {
+    json object = {{"apiVersion", "resource.k8s.io/v1"},
+                   {"kind", "ResourceClaim"},
+                   {"metadata", {{"name", name}}},
+                   {"spec", ClaimSpecFor(shape, shape.containers[0], c)}};
+    ASSERT_TRUE(Api().Create(kube::kResourceClaims, "one", object).ok()) << name;
+    ASSERT_TRUE(Api().Create(kube::kPods, "one", ClaimPod(name, "", node, name)).ok()) << name;
+  };
+  claim("fixed-30", Shape(Qos::kOnline, ComputePolicy::kFixedShare, 30, 4096), fixed_node);
+  const json online = WaitResults("one", "fixed-30");
+  ASSERT_EQ(online.size(), 1u);
+  EXPECT_EQ(online[0]["device"], "gpu-0-fixed");
+  claim("offline-40", Shape(Qos::kOffline, ComputePolicy::kFixedShare, 40, 2048), fixed_node);
+  EXPECT_EQ(WaitResults("one", "offline-40")[0]["device"], "gpu-0-fixed");
+  claim("whole", Shape(Qos::kOnline, ComputePolicy::kFixedShare, 100, 24576, 1, true), fixed_node);
+  const json whole = WaitResults("one", "whole");
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0]["device"], "gpu-1-fixed");
+  EXPECT_EQ(whole[0]["consumedCapacity"]["memory"], "24Gi");
+  claim("fixed-10", Shape(Qos::kOnline, ComputePolicy::kFixedShare, 10, 1024), fixed_node);
+  EXPECT_EQ(WaitResults("one", "fixed-10")[0]["device"], "gpu-0-fixed") << "the whole card took a share";
+  claim("two-50", Shape(Qos::kOnline, ComputePolicy::kFixedShare, 50, 8192, 2), fixed_node);
+  claim("guaranteed-30", Shape(Qos::kOnline, ComputePolicy::kGuaranteedBurstShare, 30, 4096), fixed_node);
+
+  claim("two-50-online", Shape(Qos::kOnline, ComputePolicy::kFixedShare, 50, 8192, 2), online_node);
+  const json multi = WaitResults("one", "two-50-online");
+  ASSERT_EQ(multi.size(), 2u);
+  EXPECT_EQ(std::set<std::string>({multi[0]["device"], multi[1]["device"]}),
+            std::set<std::string>({"gpu-0-fixed-online", "gpu-1-fixed-online"}));
+  claim("offline-online", Shape(Qos::kOffline, ComputePolicy::kFixedShare, 40, 2048), online_node);
+  for (const char* waiting : {"two-50", "guaranteed-30", "offline-online"}) {
+    EXPECT_TRUE(Poll([&] { return !Unschedulable("one", waiting).empty(); }, kWait)) << waiting;
+    EXPECT_TRUE(ResultsOf("one", waiting).is_null()) << waiting;
+  }
+  ExpectRulesHold(Usage());
+}
+
 }  // namespace
 }  // namespace mgpu::testing::dra

@@ -118,6 +118,18 @@ class DraKubelet : public ::testing::Test {
     return generations.size() == 1 && count == want && count > 0 ? *generations.begin() : 0;
   }
 
+  // A ResourceClaimTemplate for one device of class mgpu.io with `cores` and `memory` (a quantity) consumed.
+  static json ClaimTemplate(const std::string& name, const std::string& cores, const std::string& memory) {
+    const json request = {{"name", "gpu"},
+                          {"exactly",
+                           {{"deviceClassName", "mgpu.io"},
+                            {"capacity", {{"requests", {{"cores", cores}, {"memory", memory}}}}}}}};
+    return {{"apiVersion", "resource.k8s.io/v1"},
+            {"kind", "ResourceClaimTemplate"},
+            {"metadata", {{"name", name}}},
+            {"spec", {{"spec", {{"devices", {{"requests", json::array({request})}}}}}}}};
+  }
+
   static json Pod(const std::string& name, const std::string& template_name, const std::string& command) {
     return {{"apiVersion", "v1"},
             {"kind", "Pod"},
@@ -227,15 +239,10 @@ TEST_F(DraKubelet, TheExamplesRunWithTheirClaimsEnvironment) {
 // Inside the container: the guard the claim's CDI spec mounted and preloads, capping memory at the claim's
 // consumed memory over the fake driver.
 TEST_F(DraKubelet, TheGuardIsInTheContainer) {
-  json tmpl = {
-      {"apiVersion", "resource.k8s.io/v1"},
-      {"kind", "ResourceClaimTemplate"},
-      {"metadata", {{"name", "guarded-20-2g"}}},
-      {"spec",
-       {{"spec",
-         json::parse(
-             R"({"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "mgpu.io", "capacity": {"requests": {"cores": "20", "memory": "2Gi"}}}}]}})")}}}};
-  ASSERT_TRUE(Api().Create(kube::kResourceClaimTemplates, "default", tmpl).ok());
+  ASSERT_TRUE(
+      Api()
+          .Create(kube::kResourceClaimTemplates, "default", ClaimTemplate("guarded-20-2g", "20", "2Gi"))
+          .ok());
   ASSERT_TRUE(
       Api()
           .Create(kube::kPods, "default",
@@ -258,15 +265,8 @@ TEST_F(DraKubelet, TheGuardIsInTheContainer) {
 // deleted pod's claim is unprepared (its CDI spec removed).
 TEST_F(DraKubelet, RestartsOfTheDaemonAndTheKubeletLoseNothing) {
   ASSERT_TRUE(Poll([] { return PoolGeneration() > 0; }, kWait));
-  json tmpl = {
-      {"apiVersion", "resource.k8s.io/v1"},
-      {"kind", "ResourceClaimTemplate"},
-      {"metadata", {{"name", "small-10-1g"}}},
-      {"spec",
-       {{"spec",
-         json::parse(
-             R"({"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "mgpu.io", "capacity": {"requests": {"cores": "10", "memory": "1Gi"}}}}]}})")}}}};
-  ASSERT_TRUE(Api().Create(kube::kResourceClaimTemplates, "default", tmpl).ok());
+  ASSERT_TRUE(
+      Api().Create(kube::kResourceClaimTemplates, "default", ClaimTemplate("small-10-1g", "10", "1Gi")).ok());
   const std::string sleeper = "env | grep ^MGPU_ | sort; echo done; exec sleep 3600";
   ASSERT_TRUE(Api().Create(kube::kPods, "default", Pod("before", "small-10-1g", sleeper)).ok());
   ASSERT_TRUE(Running("before"));

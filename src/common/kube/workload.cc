@@ -12,13 +12,9 @@ nlohmann::json OwnerReferenceJson(const OwnerRef& owner) {
 
 }  // namespace
 
-std::string WorkloadResolver::KeyOf(const nlohmann::json& pod, std::optional<OwnerRef>& owner,
-                                    std::string& ns) {
-  owner = ControllerOf(pod);
-  if (!owner) return "";
-  ns = MetadataString(pod, "namespace");
+std::string WorkloadResolver::KeyOf(std::string& ns, const OwnerRef& owner) {
   if (ns.empty()) ns = "default";
-  return ns + "/" + owner->kind + "/" + owner->name;
+  return ns + "/" + owner.kind + "/" + owner.name;
 }
 
 void WorkloadResolver::Store(const std::string& key, Entry entry) {
@@ -34,10 +30,14 @@ void WorkloadResolver::Store(const std::string& key, Entry entry) {
 }
 
 Annotations WorkloadResolver::Resolve(const nlohmann::json& pod) {
-  std::optional<OwnerRef> owner;
-  std::string ns;
-  const std::string key = KeyOf(pod, owner, ns);
-  if (!owner || !client_) return {};
+  const std::optional<OwnerRef> owner = ControllerOf(pod);
+  if (!owner) return {};
+  return ResolveOwner(MetadataString(pod, "namespace"), MetadataString(pod, "name"), *owner);
+}
+
+Annotations WorkloadResolver::ResolveOwner(std::string ns, const std::string& pod, const OwnerRef& owner) {
+  const std::string key = KeyOf(ns, owner);
+  if (!client_) return {};
   {
     std::lock_guard lock(mu_);
     if (auto it = cache_.find(key);
@@ -45,14 +45,14 @@ Annotations WorkloadResolver::Resolve(const nlohmann::json& pod) {
       return it->second.annotations;
   }
   const auto failed = [&](const std::string& what, const std::string& why) {
-    spdlog::warn("pod={}/{} cannot read its {}: {}", ns, MetadataString(pod, "name"), what, why);
+    spdlog::warn("pod={}/{} cannot read its {}: {}", ns, pod, what, why);
     Store(key, Entry{{}, now_(), false});
     return Annotations{};
   };
-  ApiResult object = client_->GetOwner(ns, OwnerReferenceJson(*owner));
-  if (!object.ok()) return failed(owner->kind + " " + owner->name, object.message());
+  ApiResult object = client_->GetOwner(ns, OwnerReferenceJson(owner));
+  if (!object.ok()) return failed(owner.kind + " " + owner.name, object.message());
   Annotations annotations = AnnotationsOf(*object);
-  if (owner->kind == "ReplicaSet") {
+  if (owner.kind == "ReplicaSet") {
     // A Deployment's pods are owned by its ReplicaSet; the Deployment carries the annotations.
     if (std::optional<OwnerRef> deployment = ControllerOf(*object);
         deployment && deployment->kind == "Deployment") {
@@ -68,40 +68,33 @@ Annotations WorkloadResolver::Resolve(const nlohmann::json& pod) {
 }
 
 std::optional<Annotations> WorkloadResolver::Known(const nlohmann::json& pod) {
-  std::optional<OwnerRef> owner;
-  std::string ns;
-  const std::string key = KeyOf(pod, owner, ns);
+  const std::optional<OwnerRef> owner = ControllerOf(pod);
   if (!owner) return Annotations{};
+  std::string ns = MetadataString(pod, "namespace");
+  const std::string key = KeyOf(ns, *owner);
   std::lock_guard lock(mu_);
   auto it = cache_.find(key);
   if (it == cache_.end()) return std::nullopt;
   return it->second.annotations;
 }
 
-PodFacts WorkloadResolver::Read(const nlohmann::json& pod, const Config& config) {
-  return ReadPod(pod, config, NeedsWorkload(pod, config) ? Resolve(pod) : Annotations{});
+Annotations WorkloadResolver::KnownWithin::AnnotationsOf(const std::string& pod_ns, const std::string& pod,
+                                                         const OwnerRef& owner) {
+  std::string ns = pod_ns;
+  const std::string key = KeyOf(ns, owner);
+  std::unique_lock lock(resolver_.mu_);
+  if (resolver_.stored_.wait_for(lock, wait_, [&] { return resolver_.cache_.count(key) > 0; }))
+    return resolver_.cache_.at(key).annotations;
+  spdlog::warn(
+      "pod={}/{} the annotations of its {} {} are not read yet (the pod watch is behind); read without them",
+      ns, pod, owner.kind, owner.name);
+  return {};
 }
 
 PodFacts WorkloadResolver::ReadKnown(const nlohmann::json& pod, const Config& config,
                                      std::chrono::milliseconds wait) {
-  if (!NeedsWorkload(pod, config)) return ReadPod(pod, config);
-  std::optional<OwnerRef> owner;
-  std::string ns;
-  const std::string key = KeyOf(pod, owner, ns);
-  Annotations annotations;
-  {
-    std::unique_lock lock(mu_);
-    const bool known = stored_.wait_for(lock, wait, [&] { return cache_.count(key) > 0; });
-    if (known) {
-      annotations = cache_.at(key).annotations;
-    } else {
-      spdlog::warn(
-          "pod={}/{} the annotations of its {} {} are not read yet (the pod watch is behind); read "
-          "without them",
-          ns, MetadataString(pod, "name"), owner->kind, owner->name);
-    }
-  }
-  return ReadPod(pod, config, annotations);
+  KnownWithin source(*this, wait);
+  return ReadPod(pod, config, source);
 }
 
 }  // namespace mgpu::kube
