@@ -11,8 +11,9 @@ namespace {
 // gpuspec10/20 first (seeds 100..119), 0.15-0.25 was best there by 0.05-0.15 points; with more of the pods
 // bound (issue #25: generated lists with 30 % of the GPU pods pinned, seeds 42..45) 0.25 left 4.89 +- 0.68
 // % of the GPUs unallocated at 100 %, some seeds giving the scarce models to unbound pods early and never
-// recovering, 0.5 4.25 +- 0.28, 1 4.29 +- 0.03, 2 4.36 +- 0.05, while gpuspec10/20 moved 3.94/4.04 ->
-// 3.97/4.11 (bench/RESULTS.md).
+// recovering, 0.5 4.25 +- 0.28, 1 4.29 +- 0.03, 2 4.36 +- 0.05. At 1, seeds 42..51: 25 and 30 % pinned
+// 4.17 +- 0.06 and 4.27 +- 0.05 (the arrival-order reference 4.18, 4.31), 35 % 5.51 +- 0.36 (8.07 at 0.25,
+// reference 5.03); gpuspec10/20 3.92/4.04 -> 3.94/4.09 (bench/RESULTS.md).
 constexpr double kPressureWeight = 1;
 
 // How likely a card's free core is to be filled further: kFillRate times the share of the workload's pods
