@@ -6,11 +6,15 @@ namespace mgpu {
 
 namespace {
 
-// How much of a model's expected claim counts against placing elsewhere-placeable pods there. The claim
-// assumes every free core will be asked for; a pod steered off a model also pays in fragmentation where it
-// goes. Swept on openb gpuspec10/20, seeds 100..119 (bench/RESULTS.md): 0.03 and 0.1 leave scarce models
-// to be filled by unbound pods on some seeds, 0.15-0.25 is best, 0.5-2 push too hard.
-constexpr double kPressureWeight = 0.25;
+// How much of a model's expected claim counts against placing elsewhere-placeable pods there: at full
+// pressure, a core an unbound pod takes is a core a bound pod will lack, and counts as lost. Swept on openb
+// gpuspec10/20 first (seeds 100..119), 0.15-0.25 was best there by 0.05-0.15 points; with more of the pods
+// bound (issue #25: generated lists with 30 % of the GPU pods pinned, seeds 42..45) 0.25 left 4.89 +- 0.68
+// % of the GPUs unallocated at 100 %, some seeds giving the scarce models to unbound pods early and never
+// recovering, 0.5 4.25 +- 0.28, 1 4.29 +- 0.03, 2 4.36 +- 0.05. At 1, seeds 42..51: 25 and 30 % pinned
+// 4.17 +- 0.06 and 4.27 +- 0.05 (the arrival-order reference 4.18, 4.31), 35 % 5.51 +- 0.36 (8.07 at 0.25,
+// reference 5.03); gpuspec10/20 3.92/4.04 -> 3.94/4.09 (bench/RESULTS.md).
+constexpr double kPressureWeight = 1;
 
 // How likely a card's free core is to be filled further: kFillRate times the share of the workload's pods
 // that fit it, at most 1. Gaps only the rare small pods fit (the 19 % beside an 81 % pod on openb: ~1 % of

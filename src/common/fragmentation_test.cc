@@ -149,6 +149,24 @@ TEST(Fragmentation, UnboundPodsLeaveAPressedModelToThePodsBoundToIt) {
             test::CostOf(on_g2, any, NodePolicy::kFragmentation, &w));
 }
 
+// Once the pods bound to a model claim all of its free core, a core an unbound pod takes there is a core a
+// bound pod will lack: the node's fragmentation grows by the whole of it (issue #25: a quarter of that let
+// unbound pods take the scarce models on some seeds of the lists with 30 % of the GPU pods pinned).
+TEST(Fragmentation, AtFullPressureEveryCoreTakenFromTheModelCountsAsLost) {
+  WorkloadModel w(1.0);
+  PodRequest t4 = Online(50);
+  t4.gpu_models = {"T4"};
+  w.Observe(t4);
+  w.Observe(Online(50));
+  w.SetClusterFree({{"T4", 100}, {"G2", 10000}});
+  ASSERT_GE(w.Pressure("T4"), 1);
+  // A 50 % pod leaves 50 % that the shapes fill: only the pressure term moves.
+  EXPECT_DOUBLE_EQ(w.Fragmentation(Free({50}, -1, -1, "T4")) - w.Fragmentation(Free({100}, -1, -1, "T4")),
+                   50);
+  EXPECT_DOUBLE_EQ(w.Fragmentation(Free({50}, -1, -1, "G2")) - w.Fragmentation(Free({100}, -1, -1, "G2")),
+                   -25);  // a G2 card is lost to the T4-bound half of the workload
+}
+
 // A publisher learns pod by pod and builds the tables when it publishes: the published model decides exactly
 // as one that observed every pod.
 TEST(Fragmentation, LearnedShapesCountOnceTheClusterIsSet) {
