@@ -103,6 +103,16 @@ class DraKubelet : public ::testing::Test {
         state + "/logs/dra-daemon.log");
   }
 
+  // How many times the daemon's log (every instance's, appended) says the kubelet accepted its registration.
+  static int Registrations() {
+    Result<std::string> log = ReadFile(cluster_->state() + "/logs/dra-daemon.log");
+    int n = 0;
+    for (size_t at = 0; log.ok() && (at = log->find("registered with the kubelet", at)) != std::string::npos;
+         ++at)
+      ++n;
+    return n;
+  }
+
   // The node's pool as published: every slice at one generation, resourceSliceCount of them.
   static int64_t PoolGeneration() {
     kube::ApiResult slices =
@@ -271,8 +281,12 @@ TEST_F(DraKubelet, RestartsOfTheDaemonAndTheKubeletLoseNothing) {
   ASSERT_TRUE(Api().Create(kube::kPods, "default", Pod("before", "small-10-1g", sleeper)).ok());
   ASSERT_TRUE(Running("before"));
 
+  const int registrations = Registrations();
   daemon_->Stop(SIGKILL);
   StartDaemon();
+  // Until the kubelet has the new instance's registration it calls the killed one: a pod created in that
+  // window fails its prepare, and the kubelet retries the pod only after its own back-off (79 s in one run).
+  ASSERT_TRUE(Poll([&] { return Registrations() > registrations; }, kWait));
   ASSERT_TRUE(Api().Create(kube::kPods, "default", Pod("after-daemon", "small-10-1g", sleeper)).ok());
   ASSERT_TRUE(Running("after-daemon"));
 
