@@ -33,6 +33,7 @@ namespace {
 
 using nlohmann::json;
 using testing::FakeApiServer;
+using testing::TempDir;
 using testing::WaitUntil;
 
 constexpr int kNodes = 1000;
@@ -161,8 +162,7 @@ class ExtenderMemory : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(api_.Start().ok());
     for (int i = 0; i < kNodes; ++i) ASSERT_TRUE(api_.Create("nodes", NodeObject(i)).ok());
-    ASSERT_TRUE(mkdtemp(dir_));
-    extender_ = std::make_unique<ExtenderProcess>(api_, dir_);
+    extender_ = std::make_unique<ExtenderProcess>(api_, dir_.path());
     ASSERT_TRUE(WaitUntil([&] { return extender_->Ready(); }, std::chrono::seconds(60)));
     empty_ = SettledHeap(*extender_);
     // The gauge reads malloc's own statistics (mallinfo2); a sanitizer's allocator replaces malloc and
@@ -172,7 +172,7 @@ class ExtenderMemory : public ::testing::Test {
   }
 
   FakeApiServer api_;
-  char dir_[29] = "/tmp/mgpu-memory-test-XXXXXX";
+  TempDir dir_;  // the extender's config, kubeconfig and log; removed after the extender has stopped
   std::unique_ptr<ExtenderProcess> extender_;
   double empty_ = 0;
 };
