@@ -52,6 +52,16 @@ json NodeObject(int i) {
           {"status", {{"allocatable", {{"cpu", "64"}, {"memory", "512Gi"}}}}}};
 }
 
+// The one container of the test's pods: 10 percent core and 1 GiB of a card.
+json MainContainer() {
+  const ResourceNames names = Config().Names();
+  return {{"name", "main"},
+          {"image", "registry.example/infer:1"},
+          {"resources",
+           {{"limits", {{names.core, "10"}, {names.memory, "1024"}}},
+            {"requests", {{"cpu", "100m"}, {"memory", "1Gi"}}}}}};
+}
+
 // A pod as the API server holds one that mgpu bound and its plugin confirmed: labels, an owner, the
 // annotations kubectl and mgpu write, a status.
 json BoundPod(int i) {
@@ -73,30 +83,15 @@ json BoundPod(int i) {
                  {{names.gpu_assignment, EncodeAssignment(cards)},
                   {names.gpu_allocated, EncodeAssignment(cards)},
                   {names.gpu_assume_time, EncodeAssumeTime(1764000000000000000 + i)}}}}},
-              {"spec",
-               {{"nodeName", node},
-                {"containers",
-                 {{{"name", "main"},
-                   {"image", "registry.example/infer:1"},
-                   {"resources",
-                    {{"limits", {{names.core, "10"}, {names.memory, "1024"}}},
-                     {"requests", {{"cpu", "100m"}, {"memory", "1Gi"}}}}}}}}}},
+              {"spec", {{"nodeName", node}, {"containers", json::array({MainContainer()})}}},
               {"status", {{"phase", "Running"}, {"podIP", "10.0.0.1"}}}};
   return pod;
 }
 
 // A pod as kube-scheduler sends it to the extender: pending, asking for 10 percent core and 1 GiB of a card.
 json PendingPod(const std::string& name) {
-  const ResourceNames names = Config().Names();
   return {{"metadata", {{"name", name}, {"namespace", "default"}, {"labels", {{"app", "churn"}}}}},
-          {"spec",
-           {{"schedulerName", "default-scheduler"},
-            {"containers",
-             {{{"name", "main"},
-               {"image", "registry.example/infer:1"},
-               {"resources",
-                {{"limits", {{names.core, "10"}, {names.memory, "1024"}}},
-                 {"requests", {{"cpu", "100m"}, {"memory", "1Gi"}}}}}}}}}},
+          {"spec", {{"schedulerName", "default-scheduler"}, {"containers", json::array({MainContainer()})}}},
           {"status", {{"phase", "Pending"}}}};
 }
 
