@@ -248,10 +248,7 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
       error = std::string("dra.") + key + " must be an absolute path, got \"" + path + "\"";
   }
   if (error.empty() && c.dra.cards != "any" && !dra::ParseVariant(c.dra.cards)) {
-    error =
-        "dra.cards must be one of any, fixed, guaranteed, native, fixed-online, guaranteed-online, whole, "
-        "got \"" +
-        c.dra.cards + "\"";
+    error = "dra.cards must be one of " + dra::CardsValues() + ", got \"" + c.dra.cards + "\"";
   }
   if (!error.empty()) return Error{std::string(source) + ": " + error};
   return c;

@@ -68,6 +68,12 @@ std::optional<Variant> ParseVariant(std::string_view name) {
   return std::nullopt;
 }
 
+std::string CardsValues() {
+  std::string out = "any";
+  for (Variant v : kVariants) out += ", " + std::string(Name(v));
+  return out;
+}
+
 bool SharedCounters(const Config& config) { return !ParseVariant(config.dra.cards).has_value(); }
 
 std::vector<Variant> PublishedVariants(const Config& config) {

@@ -33,6 +33,8 @@ inline constexpr Variant kVariants[] = {Variant::kFixed,       Variant::kGuarant
 
 std::string_view Name(Variant variant);  // "fixed", "guaranteed-online", "whole", ...
 std::optional<Variant> ParseVariant(std::string_view name);
+// What config dra.cards accepts, for its error: "any, fixed, guaranteed, ...".
+std::string CardsValues();
 // The devices each card of the node is published as (config dra.cards, docs/dra.md §2): the six variants
 // sharing the card's counter ("any"), or the one variant of the node pool, with no counter.
 std::vector<Variant> PublishedVariants(const Config& config);

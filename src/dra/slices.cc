@@ -16,6 +16,9 @@ json Int(int64_t v) { return {{"int", v}}; }
 json Str(const std::string& v) { return {{"string", v}}; }
 json Bool(bool v) { return {{"bool", v}}; }
 
+// One of the card's "sharing" counter: what its counter set holds and what each of its devices consumes.
+json SharingCounter() { return {{std::string(kSharingCounter), {{"value", "1"}}}}; }
+
 json CoreCapacity() {
   return {
       {"value", "100"},
@@ -55,8 +58,7 @@ json DeviceOf(const NodeCard& c, Variant v, const Config& config) {
   }
   if (SharedCounters(config)) {
     device["consumesCounters"] =
-        json::array({{{"counterSet", CounterSetName(c.card.index)},
-                      {"counters", {{std::string(kSharingCounter), {{"value", "1"}}}}}}});
+        json::array({{{"counterSet", CounterSetName(c.card.index)}, {"counters", SharingCounter()}}});
   }
   if (!c.card.healthy) {
     device["taints"] = json::array({{{"key", driver + "/unhealthy"}, {"effect", "NoSchedule"}}});
@@ -89,18 +91,21 @@ std::vector<json> BuildSlices(const std::string& node, const std::vector<NodeCar
     out.push_back(Slice(prefix + "devices-0", node, config, generation, count));
     return out;
   }
+  const std::vector<Variant> variants = PublishedVariants(config);
   for (size_t g = 0; g < groups; ++g) {
-    json counters = Slice(prefix + "counters-" + std::to_string(g), node, config, generation, count);
-    json devices = Slice(prefix + "devices-" + std::to_string(g), node, config, generation, count);
     json sets = json::array(), list = json::array();
     for (size_t i = g * kCardsPerSlice; i < std::min(cards.size(), (g + 1) * kCardsPerSlice); ++i) {
-      sets.push_back({{"name", CounterSetName(cards[i].card.index)},
-                      {"counters", {{std::string(kSharingCounter), {{"value", "1"}}}}}});
-      for (Variant v : PublishedVariants(config)) list.push_back(DeviceOf(cards[i], v, config));
+      if (with_counters)
+        sets.push_back({{"name", CounterSetName(cards[i].card.index)}, {"counters", SharingCounter()}});
+      for (Variant v : variants) list.push_back(DeviceOf(cards[i], v, config));
     }
-    counters["spec"]["sharedCounters"] = std::move(sets);
+    if (with_counters) {
+      json counters = Slice(prefix + "counters-" + std::to_string(g), node, config, generation, count);
+      counters["spec"]["sharedCounters"] = std::move(sets);
+      out.push_back(std::move(counters));
+    }
+    json devices = Slice(prefix + "devices-" + std::to_string(g), node, config, generation, count);
     devices["spec"]["devices"] = std::move(list);
-    if (with_counters) out.push_back(std::move(counters));
     out.push_back(std::move(devices));
   }
   return out;
