@@ -167,11 +167,11 @@ const NodeView* ClusterView::Find(std::string_view name) const {
   }
 }
 
-std::vector<const NodeView*> ClusterView::Usable(const std::vector<std::string>& names) const {
+std::vector<const NodeView*> ClusterView::Usable(const std::vector<std::string>& names, bool dra_pod) const {
   std::vector<const NodeView*> nodes(names.size());
   for (size_t i = 0; i < names.size(); ++i) {
     const NodeView* node = Find(names[i]);
-    if (node && node->problem.empty()) nodes[i] = node;
+    if (node && node->problem.empty() && (dra_pod || !node->dra)) nodes[i] = node;
   }
   return nodes;
 }
@@ -268,7 +268,7 @@ void ClusterCache::UpsertNode(const NodeFacts& node) {
     return;
   }
   if (!node.problem.empty()) spdlog::warn("node={} {}", name, node.problem);
-  nodes_[name] = NodeEntry{node.inventory, node.problem, node.reason, node.allocatable};
+  nodes_[name] = NodeEntry{node.inventory, node.problem, node.reason, node.allocatable, node.dra};
   RebuildLocked(name, now_ns_());
   ChangedLocked();
 }
@@ -329,6 +329,34 @@ void ClusterCache::DeletePod(const std::string& key, const std::string& uid) {
   pods_.erase(key);
   if (auto a = assumed_.find(key); a != assumed_.end() && a->second.placed.uid == uid) assumed_.erase(a);
   ReindexLocked(key, old_nodes);
+  ChangedLocked();
+}
+
+void ClusterCache::UpsertClaim(const dra::ClaimFacts& claim) {
+  std::lock_guard lock(mu_);
+  std::set<std::string> touched = {claim.node};
+  if (auto old = claims_.find(claim.key); old != claims_.end()) {
+    touched.insert(old->second.node);
+    claims_by_node_[old->second.node].erase(claim.key);
+  }
+  claims_[claim.key] = claim;
+  claims_by_node_[claim.node].insert(claim.key);
+  const int64_t now = now_ns_();
+  for (const std::string& n : touched) RebuildLocked(n, now);
+  ChangedLocked();
+}
+
+void ClusterCache::DeleteClaim(const std::string& key) {
+  std::lock_guard lock(mu_);
+  auto old = claims_.find(key);
+  if (old == claims_.end()) return;
+  const std::string node = old->second.node;
+  claims_.erase(old);
+  if (auto on = claims_by_node_.find(node); on != claims_by_node_.end()) {
+    on->second.erase(key);
+    if (on->second.empty()) claims_by_node_.erase(on);
+  }
+  RebuildLocked(node, now_ns_());
   ChangedLocked();
 }
 
@@ -475,6 +503,7 @@ void ClusterCache::RebuildLocked(const std::string& node, int64_t now) {
   auto view = std::make_shared<NodeView>();
   view->problem = n->second.problem;
   view->reason = n->second.reason;
+  view->dra = n->second.dra;
   view->generation = next_generation_++;
   if (n->second.inventory) view->state = MakeNodeState(node, *n->second.inventory, config_);
   view->state.name = node;
@@ -504,6 +533,19 @@ void ClusterCache::RebuildLocked(const std::string& node, int64_t now) {
     }
     if (!placed.allocated) view->waiting.push_back(view->pods.size());
     view->pods.push_back(std::move(placed));
+  }
+  if (auto keys = claims_by_node_.find(node); keys != claims_by_node_.end() && n->second.inventory) {
+    for (const std::string& key : keys->second) {
+      const dra::ClaimFacts& claim = claims_.at(key);
+      Result<dra::HeldShare> held = dra::HeldOn(claim, view->state, config_);
+      Status s = held.ok() ? Apply(view->state, held->request, held->assignment) : Status(held.error());
+      if (!s.ok()) {
+        spdlog::warn("claim={} node={} its cards are not counted: {}", key, node, s.message());
+        continue;
+      }
+      view->pods.push_back(PlacedPod{key, claim.uid, std::move(held->request), std::move(held->assignment),
+                                     /*allocated=*/true});
+    }
   }
   if (const auto& a = n->second.allocatable) {
     view->state.cpu_free_milli = std::max<int64_t>(0, a->cpu_milli - used.cpu_milli);

@@ -2,7 +2,9 @@
 // list by kubectl mgpu, so both show the same: nodes' D/gpu-inventory and the pods holding cards, fed by the
 // node and pod informers' handlers with nodes and pods read at the edge (common/node_facts.h,
 // common/pod_facts.h: no JSON past it), plus the binds this extender made that the pod watch has not shown
-// yet ("assumed"). Per-card usage on a node: a bound, unfinished pod's D/gpu-allocated when it
+// yet ("assumed"), and on DRA nodes (D/gpu-dra-inventory) the driver's allocated ResourceClaims, fed by the
+// extender's claim informer (dra::ReadClaim), each counted as a pod of one container holding its cards
+// (dra::HeldOn). Per-card usage on a node: a bound, unfinished pod's D/gpu-allocated when it
 // has one; the members of a look-alike pool still waiting for the kubelet hold what their D/gpu-assignments
 // left (common/lookalike.h); an assumed bind holds its cards until the watch shows the pod, for at most
 // assignmentTTLSeconds. A bound, live pod keeps its cards until it finishes, is deleted or gpu-allocated
@@ -33,6 +35,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/dra.h"
 #include "common/fragmentation.h"
 #include "common/model.h"
 #include "common/node_facts.h"
@@ -62,6 +65,7 @@ struct PlacedPod {
 struct NodeView {
   std::string problem;          // why nothing fits here (no or bad inventory); empty when usable
   std::string reason;           // the problem in kube-scheduler's words (NodeFacts::reason)
+  bool dra = false;             // it serves its cards through DRA (NodeFacts::dra): usable by DRA pods only
   size_t slot = 0;              // the node's place in ClusterView, fixed while the node exists
   uint64_t generation = 0;      // distinct for every view built: decisions about it can be kept under it
   NodeState state;              // cards with their usage
@@ -82,9 +86,10 @@ Result<Assignment> ChooseUnambiguous(const NodeView& node, const PodRequest& pod
 class ClusterView {
  public:
   const NodeView* Find(std::string_view name) const;
-  // The nodes of `names` that can take pods (null for the others: unknown, or with a problem), parallel to
-  // `names`.
-  std::vector<const NodeView*> Usable(const std::vector<std::string>& names) const;
+  // The nodes of `names` that can take the pod (null for the others: unknown, with a problem, or a DRA node
+  // for a pod that is not a DRA pod), parallel to `names`. A DRA pod may be scored on any node: what its
+  // claims can take there is kube-scheduler's decision.
+  std::vector<const NodeView*> Usable(const std::vector<std::string>& names, bool dra_pod = false) const;
   size_t size() const { return count_; }
   // Slots are below this.
   size_t SlotCount() const { return blocks_.size() * kBlockSize; }
@@ -129,6 +134,8 @@ class ClusterCache {
   void DeleteNode(const std::string& name);
   void UpsertPod(const PodFacts& pod);
   void DeletePod(const std::string& key, const std::string& uid);
+  void UpsertClaim(const dra::ClaimFacts& claim);
+  void DeleteClaim(const std::string& key);
 
   std::shared_ptr<const ClusterView> Snapshot();
 
@@ -167,6 +174,7 @@ class ClusterCache {
     std::optional<NodeInventory> inventory;
     std::string problem, reason;
     std::optional<HostRequest> allocatable;  // status.allocatable CPU and memory, when the node states both
+    bool dra = false;
   };
   struct HostUse {
     std::string node;
@@ -199,6 +207,8 @@ class ClusterCache {
   std::map<std::string, PodEntry> pods_;     // from the informer: pods with an assignment or allocation
   std::map<std::string, PodEntry> assumed_;  // binds made here, until the watch shows them
   std::map<std::string, std::set<std::string>> pods_by_node_;
+  std::map<std::string, dra::ClaimFacts> claims_;  // by key
+  std::map<std::string, std::set<std::string>> claims_by_node_;
   // Every bound, unfinished pod's CPU and memory request (not only GPU pods), and their sum per node: the
   // fragmentation policy weighs what a node's CPU and memory can still feed.
   std::map<std::string, HostUse> host_;

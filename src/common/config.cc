@@ -23,6 +23,9 @@ ResourceNames::ResourceNames(std::string_view domain) {
   gpu_assume_time = d + "/gpu-assume-time";
   gpu_allocated = d + "/gpu-allocated";
   gpu_inventory = d + "/gpu-inventory";
+  gpu_dra_inventory = d + "/gpu-dra-inventory";
+  dra_limits = d + "/dra-limits";
+  dra_resource = d + "/dra-gpu";
   label_product = d + "/gpu.product";
   label_count = d + "/gpu.count";
   label_memory = d + "/gpu.memory";

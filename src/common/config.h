@@ -25,6 +25,11 @@ struct ResourceNames {
   std::string gpu_assume_time;  // D/gpu-assume-time
   std::string gpu_allocated;    // D/gpu-allocated
   std::string gpu_inventory;    // D/gpu-inventory
+  // The DRA mode (docs/dra.md §7): a DRA node's cards, a DRA pod's mgpu limits as the webhook replaced them,
+  // and the extended resource that routes a DRA pod through the extender's verbs (no node advertises it).
+  std::string gpu_dra_inventory;  // D/gpu-dra-inventory
+  std::string dra_limits;         // D/dra-limits
+  std::string dra_resource;       // D/dra-gpu
   std::string label_product;    // D/gpu.product
   std::string label_count;      // D/gpu.count
   std::string label_memory;     // D/gpu.memory

@@ -7,6 +7,7 @@
 
 #include "common/json_path.h"
 #include "common/quantity.h"
+#include "common/request.h"
 
 namespace mgpu::dra {
 namespace {
@@ -374,6 +375,120 @@ Result<ClaimShare> ShareOf(const std::vector<AllocatedDevice>& devices, const Co
   }
   share.core_per_card = static_cast<int>(per_card);
   return share;
+}
+
+Result<std::optional<ClaimFacts>> ReadClaim(const json& claim, const Config& config) {
+  const std::string key = MetadataString(claim, "namespace") + "/" + MetadataString(claim, "name");
+  const json* results = FindPath(claim, {"status", "allocation", "devices", "results"});
+  if (results == nullptr || !results->is_array()) return std::optional<ClaimFacts>();
+  const std::string driver = DriverName(config);
+  ClaimFacts out{key, MetadataString(claim, "uid"), MetadataString(claim, "resourceVersion"), "", {}};
+  for (const json& r : *results) {
+    if (StringAt(r, {"driver"}) != driver) continue;
+    const std::string pool = StringAt(r, {"pool"}), device = StringAt(r, {"device"});
+    if (!out.node.empty() && pool != out.node)
+      return Error{"claim " + key + " holds devices of two pools (" + out.node + ", " + pool +
+                   "); the driver's pool is one node's"};
+    out.node = pool;
+    const std::optional<DeviceRef> ref = ParseDeviceName(device);
+    if (!ref) return Error{"claim " + key + " holds " + device + ", which is not a device name of " + driver};
+    auto consumed = ReadConsumed(r);
+    if (!consumed.ok()) return Error{"claim " + key + " device " + device + " " + consumed.message()};
+    out.devices.push_back(AllocatedDevice{*ref, *consumed, 0});
+  }
+  if (out.devices.empty()) return std::optional<ClaimFacts>();
+  return std::optional<ClaimFacts>(std::move(out));
+}
+
+Result<HeldShare> HeldOn(const ClaimFacts& claim, const NodeState& node, const Config& config) {
+  std::vector<AllocatedDevice> devices = claim.devices;
+  std::vector<const CardState*> cards;
+  for (AllocatedDevice& d : devices) {
+    auto card = std::find_if(node.cards.begin(), node.cards.end(),
+                             [&](const CardState& c) { return c.card.index == d.device.card_index; });
+    if (card == node.cards.end())
+      return Error{"claim " + claim.key + " holds " + DeviceName(d.device.card_index, d.device.variant) +
+                   ", a card node " + node.name + " does not have"};
+    d.capacity_mib = card->capacity_mib;
+    cards.push_back(&*card);
+  }
+  Result<ClaimShare> share = ShareOf(devices, config, claim.key);
+  if (!share.ok()) return share.error();
+  const auto slash = claim.key.find('/');
+  HeldShare out;
+  PodRequest& r = out.request;
+  r.namespace_name = claim.key.substr(0, slash);
+  r.name = claim.key.substr(slash + 1);
+  r.uid = claim.uid;
+  r.qos = share->qos;
+  r.dedicated = share->whole;
+  r.compute_policy = share->policy;
+  const int n = static_cast<int>(cards.size());
+  r.containers.push_back(ContainerRequest{std::string(kRequestName), false, share->core_per_card * n,
+                                          share->reclaimed_core_per_card * n, share->memory_per_card_mib * n, n});
+  ContainerAssignment& held = out.assignment.containers.emplace_back();
+  held.container = kRequestName;
+  for (const CardState* c : cards)
+    held.cards.push_back(
+        {c->card.uuid, share->core_per_card, share->reclaimed_core_per_card, share->memory_per_card_mib});
+  return out;
+}
+
+json DraLimitsOf(const json& pod, const PodRequest& request, const Config& config) {
+  const ResourceNames names = config.Names();
+  json out = json::object();
+  for (const ContainerRequest& c : request.containers) {
+    const json* containers = FindPath(pod, {"spec", c.init ? "initContainers" : "containers"});
+    if (containers == nullptr || !containers->is_array()) continue;
+    for (const json& container : *containers) {
+      if (StringAt(container, {"name"}) != c.name) continue;
+      json& limits = out[c.name] = json::object();
+      for (const char* kind : {"requests", "limits"}) {  // limits win; requests alone stand for them
+        const json* amounts = FindPath(container, {"resources", kind});
+        if (amounts == nullptr || !amounts->is_object()) continue;
+        for (const std::string& r : {names.core, names.reclaimed_core, names.memory})
+          if (amounts->contains(r)) limits[r] = (*amounts)[r];
+      }
+    }
+  }
+  return out;
+}
+
+Result<std::optional<json>> WithDraLimits(const json& pod, const Config& config) {
+  const ResourceNames names = config.Names();
+  const Annotations annotations = AnnotationsOf(pod);
+  auto it = annotations.find(names.dra_limits);
+  if (it == annotations.end()) return std::optional<json>();
+  const std::string bad = "the " + names.dra_limits + " annotation ";
+  json limits = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!limits.is_object()) return Error{bad + "is not a JSON object of containers"};
+  json out = pod;
+  size_t restored = 0;
+  for (const char* list : {"initContainers", "containers"}) {
+    json* containers = out.contains("spec") && out["spec"].is_object() && out["spec"].contains(list)
+                           ? &out["spec"][list]
+                           : nullptr;
+    if (containers == nullptr || !containers->is_array()) continue;
+    for (json& container : *containers) {
+      if (!container.is_object()) continue;
+      auto asked = limits.find(StringAt(container, {"name"}));
+      if (asked == limits.end()) continue;
+      if (!asked->is_object()) return Error{bad + "gives container " + asked.key() + " no object"};
+      json& resources = container["resources"];
+      if (!resources.is_object()) resources = json::object();
+      for (const char* kind : {"limits", "requests"})
+        if (resources.contains(kind) && resources[kind].is_object()) resources[kind].erase(names.dra_resource);
+      if (!resources.contains("limits") || !resources["limits"].is_object()) resources["limits"] = json::object();
+      for (const auto& [r, v] : asked->items()) {
+        if (r != names.core && r != names.reclaimed_core && r != names.memory)
+          return Error{bad + "names " + r + ", which is not an mgpu resource"};
+        resources["limits"][r] = v;
+      }
+      ++restored;
+    }
+  }
+  if (restored != limits.size()) return Error{bad + "names a container the pod does not have"};
+  return std::optional<json>(std::move(out));
 }
 
 }  // namespace mgpu::dra

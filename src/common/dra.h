@@ -122,4 +122,37 @@ struct ClaimShare {
 Result<ClaimShare> ShareOf(const std::vector<AllocatedDevice>& devices, const Config& config,
                            std::string_view claim);
 
+// The extender's side (docs/dra.md §7): it scores DRA pods' nodes with mgpu's policy, counting what the
+// driver's allocated claims hold on each node's cards.
+
+// An allocated ResourceClaim holding devices of the driver, as the extender's informer reads it.
+struct ClaimFacts {
+  std::string key;  // "<namespace>/<name>"
+  std::string uid;
+  std::string resource_version;
+  std::string node;                      // the pool its results name: one node's
+  std::vector<AllocatedDevice> devices;  // capacity_mib unknown here (0): HeldOn fills it from the node
+};
+// nullopt when the claim is not allocated or holds no device of the driver; an error names the claim and
+// what could not be read (a device that is not one of the driver's names, a consumedCapacity that is no
+// whole quantity, results in two pools).
+Result<std::optional<ClaimFacts>> ReadClaim(const nlohmann::json& claim, const Config& config);
+
+// What an allocated claim holds on its node's cards, as the allocator counts a pod's cards (Apply): a pod
+// request of one container "gpu" (the claim's share: ShareOf) and its cards by uuid. An error names the
+// claim and the card the node does not have, or the rule its results break.
+struct HeldShare {
+  PodRequest request;
+  Assignment assignment;
+};
+Result<HeldShare> HeldOn(const ClaimFacts& claim, const NodeState& node, const Config& config);
+
+// The webhook writes a DRA pod's mgpu limits, as it removes them, into D/dra-limits (container name ->
+// resource -> quantity) and gives each rewritten container one D/dra-gpu, so that kube-scheduler calls the
+// extender for the pod (docs/dra.md §7). DraLimitsOf is that annotation's value for `pod`'s GPU containers.
+nlohmann::json DraLimitsOf(const nlohmann::json& pod, const PodRequest& request, const Config& config);
+// The pod as it was written, for ParsePodRequest: the limits of D/dra-limits put back and D/dra-gpu taken
+// out. nullopt when the pod has no D/dra-limits annotation; an error when it is not what DraLimitsOf writes.
+Result<std::optional<nlohmann::json>> WithDraLimits(const nlohmann::json& pod, const Config& config);
+
 }  // namespace mgpu::dra

@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/allocator.h"
+#include "common/test_objects.h"
+
 namespace mgpu::dra {
 namespace {
 
@@ -244,6 +247,61 @@ TEST(DraClaims, ReadConsumedTakesQuantitiesAsTheAllocatorWritesThem) {
   EXPECT_EQ(big->memory_mib, 24576);
   EXPECT_EQ(ReadConsumed(json::parse(R"({"device": "gpu-0-whole"})"))->memory_mib, 0);
   EXPECT_FALSE(ReadConsumed(json::parse(R"({"consumedCapacity": {"cores": "1.5"}})")).ok());
+}
+
+// The extender's claim informer counts only allocated claims of the driver, and each on the cards of its node.
+TEST(ReadClaim, CountsTheDriversAllocationOnItsNodesCards) {
+  const Config config;
+  EXPECT_FALSE(*ReadClaim(test::Claim("pending", "u0", nullptr), config));
+  EXPECT_FALSE(*ReadClaim(
+      test::Claim("theirs", "u1", json::array({test::Result("gpu-0", nullptr, "node-a", "gpu.example.com")})),
+      config));
+  const auto fails = [&](json results, const std::string& why) {
+    Result<std::optional<ClaimFacts>> read = ReadClaim(test::Claim("bad", "u2", std::move(results)), config);
+    ASSERT_FALSE(read.ok()) << why;
+    EXPECT_NE(read.message().find(why), std::string::npos) << read.message();
+    EXPECT_NE(read.message().find("default/bad"), std::string::npos) << read.message();
+  };
+  fails(json::array({test::Result("card-0", {{"cores", "30"}, {"memory", "1Gi"}})}), "not a device name");
+  fails(json::array({test::Result("gpu-0-fixed", {{"cores", "half"}, {"memory", "1Gi"}})}), "gpu-0-fixed");
+  fails(json::array({test::Result("gpu-0-fixed-online", {{"cores", "30"}, {"memory", "1Gi"}}, "node-a"),
+                     test::Result("gpu-1-fixed-online", {{"cores", "30"}, {"memory", "1Gi"}}, "node-b")}),
+        "two pools");
+
+  const NodeState node = MakeNodeState("node-a", *testobj::NodeOf(testobj::Node("node-a", 2, 16384)).inventory, config);
+  Result<std::optional<ClaimFacts>> two = ReadClaim(
+      test::Claim("two", "u3", json::array({test::Result("gpu-0-fixed-online", {{"cores", "40"}, {"memory", "2Gi"}}),
+                                            test::Result("gpu-1-fixed-online", {{"cores", "40"}, {"memory", "2Gi"}})})),
+      config);
+  ASSERT_TRUE(two.ok() && *two);
+  EXPECT_EQ((*two)->node, "node-a");
+  Result<HeldShare> held = HeldOn(**two, node, config);
+  ASSERT_TRUE(held.ok()) << held.message();
+  ASSERT_EQ(held->request.containers.size(), 1u);
+  EXPECT_EQ(held->request.containers[0].core, 80);
+  EXPECT_EQ(held->request.containers[0].card_count, 2);
+  EXPECT_EQ(held->request.Key(), "default/two");
+  EXPECT_EQ(held->assignment.containers[0].cards,
+            (std::vector<CardShare>{{"node-a-gpu0", 40, 0, 2048}, {"node-a-gpu1", 40, 0, 2048}}));
+  NodeState counted = node;
+  EXPECT_TRUE(Apply(counted, held->request, held->assignment).ok());
+
+  Result<std::optional<ClaimFacts>> whole =
+      ReadClaim(test::Claim("whole", "u4", json::array({test::Result("gpu-1-whole", nullptr)})), config);
+  Result<HeldShare> card = HeldOn(**whole, node, config);
+  ASSERT_TRUE(card.ok()) << card.message();
+  EXPECT_TRUE(card->request.dedicated);
+  EXPECT_EQ(card->assignment.containers[0].cards[0].memory_mib, node.cards[1].capacity_mib);
+  EXPECT_FALSE(Apply(counted, card->request, card->assignment).ok());  // the share above is on card 1
+  NodeState alone = node;
+  EXPECT_TRUE(Apply(alone, card->request, card->assignment).ok());
+
+  Result<std::optional<ClaimFacts>> far =
+      ReadClaim(test::Claim("far", "u5", json::array({test::Result("gpu-7-fixed", {{"cores", "30"}, {"memory", "1Gi"}})})),
+                config);
+  Result<HeldShare> none = HeldOn(**far, node, config);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.message().find("does not have"), std::string::npos) << none.message();
 }
 
 }  // namespace

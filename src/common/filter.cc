@@ -20,6 +20,7 @@ FilterVerdicts FilterPod(const ClusterView& view, const std::vector<std::string>
       model.Observe(*pod, [&view] { return view.FreeCoreByProduct(); });
   const std::vector<const NodeView*> nodes = view.Usable(names);
   const std::string no_plugin = "no mgpu-device-plugin (no " + config.Names().gpu_inventory + " annotation)";
+  const std::string dra_node = "cards served through DRA (" + config.Names().gpu_dra_inventory + ")";
   const std::vector<NodeDecision> decisions =
       memo.Decide(view, nodes, *pod, published.model.get(), published.version, /*with_reasons=*/true);
   for (size_t i = 0; i < names.size(); ++i) {
@@ -29,8 +30,11 @@ FilterVerdicts FilterPod(const ClusterView& view, const std::vector<std::string>
     } else if (nodes[i]) {
       result.failed[name] = decisions[i].reason;
       ++result.insufficient;
-    } else if (const NodeView* bad = view.Find(name)) {
-      result.failed[name] = bad->reason;
+    } else if (const NodeView* other = view.Find(name); other && other->problem.empty()) {
+      result.failed[name] = dra_node;  // Usable leaves out only these
+      ++result.no_inventory;
+    } else if (other) {
+      result.failed[name] = other->reason;
       ++result.bad_inventory;
     } else {
       result.failed[name] = no_plugin;

@@ -29,7 +29,8 @@ struct FilterVerdicts {
 
 // The filter every side runs (the extender's verb, kubectl mgpu why): a pod whose request does not parse is
 // unresolvable everywhere, a pod asking for no GPU passes everywhere, and a GPU pod is learned into `model`
-// and decided on every usable node through `memo`, failing nodes carrying their reason.
+// and decided on every usable node through `memo`, failing nodes carrying their reason (a DRA node fails
+// every pod that comes this way: DRA pods are the extender's to pass, Extender::Filter).
 FilterVerdicts FilterPod(const ClusterView& view, const std::vector<std::string>& names,
                          const Result<PodRequest>& pod, ModelPublisher& model, DecisionMemo& memo,
                          const Config& config);

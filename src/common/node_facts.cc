@@ -12,8 +12,12 @@ NodeFacts ReadNode(const nlohmann::json& node, const Config& config) {
   NodeFacts out;
   out.name = MetadataString(node, "name");
   const Annotations annotations = AnnotationsOf(node);
-  const std::string& key = config.Names().gpu_inventory;
-  auto it = annotations.find(key);
+  const ResourceNames names = config.Names();
+  // A node switching modes may briefly carry both; it takes no device-plugin pod from then on.
+  auto it = annotations.find(names.gpu_dra_inventory);
+  out.dra = it != annotations.end();
+  if (!out.dra) it = annotations.find(names.gpu_inventory);
+  const std::string& key = out.dra ? names.gpu_dra_inventory : names.gpu_inventory;
   out.annotated = it != annotations.end();
   if (out.annotated) {
     Result<NodeInventory> inventory = DecodeInventory(it->second);

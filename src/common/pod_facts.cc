@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/codec.h"
+#include "common/dra.h"
 #include "common/json_path.h"
 
 namespace mgpu {
@@ -68,14 +69,28 @@ PodFacts ReadWith(const json& pod, const Config& config, Result<PodRequest> requ
   return out;
 }
 
+// ReadPod with `parse` reading the request of a pod object: the pod's own, or a DRA pod's as it was written.
+template <typename Parse>
+PodFacts ReadParsed(const json& pod, const Config& config, Parse parse) {
+  Result<std::optional<json>> written = dra::WithDraLimits(pod, config);
+  if (written.ok() && !*written) return ReadWith(pod, config, parse(pod));
+  PodFacts out = ReadWith(pod, config, written.ok() ? parse(**written) : Result<PodRequest>(PodRequest{}));
+  out.dra = true;
+  if (!written.ok()) {  // its claims still stand: kube-scheduler places it, without mgpu's scores
+    out.problems.push_back("pod " + out.key + ": " + written.message());
+    out.host = HostRequestOf(pod);
+  }
+  return out;
+}
+
 }  // namespace
 
 PodFacts ReadPod(const json& pod, const Config& config, const Annotations& workload) {
-  return ReadWith(pod, config, ParsePodRequest(pod, config, workload));
+  return ReadParsed(pod, config, [&](const json& p) { return ParsePodRequest(p, config, workload); });
 }
 
 PodFacts ReadPod(const json& pod, const Config& config, WorkloadSource& workload) {
-  return ReadWith(pod, config, ParsePodRequest(pod, config, workload));
+  return ReadParsed(pod, config, [&](const json& p) { return ParsePodRequest(p, config, workload); });
 }
 
 }  // namespace mgpu

@@ -3,7 +3,8 @@
 // bound, whether it still runs, the containers the kubelet started, the hand-off annotations (DESIGN §5),
 // its node-level CPU and memory request and what it asks of GPUs (DESIGN §3, ParsePodRequest). Nothing past
 // the edge reads the pod's JSON again. The request needs the annotations of the pod's controlling workload,
-// which the caller gives, or a WorkloadSource answers from what it has read (kube::WorkloadResolver).
+// which the caller gives, or a WorkloadSource answers from what it has read (kube::WorkloadResolver). A DRA
+// pod's request is read from the limits its D/dra-limits annotation keeps (dra::WithDraLimits).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,9 @@ struct PodFacts {
   std::vector<std::string> problems;          // one sentence per annotation that could not be read
   HostRequest host;                           // HostRequestOf: every pod's, GPU or not
   Result<PodRequest> request = PodRequest{};  // ParsePodRequest's answer
+  // Its GPUs come from DRA claims (docs/dra.md §7): the request is that of the mgpu limits the webhook moved
+  // into D/dra-limits; its cards are the claims' (counted from the claims, not from this pod).
+  bool dra = false;
 
   // Bound and not finished: it holds what it asked for on its node.
   bool HoldsNode() const { return !node.empty() && !finished; }

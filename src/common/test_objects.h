@@ -61,8 +61,55 @@ inline nlohmann::json Placed(nlohmann::json pod, const std::string& node, const 
   return pod;
 }
 
+// Node(...) as the DRA driver publishes it: its cards in D/gpu-dra-inventory, not D/gpu-inventory.
+inline nlohmann::json DraNode(const std::string& name, int cards, int64_t memory_mib = 16384) {
+  const ResourceNames names = Config().Names();
+  nlohmann::json node = Node(name, cards, memory_mib);
+  nlohmann::json& annotations = node["metadata"]["annotations"];
+  annotations[names.gpu_dra_inventory] = annotations[names.gpu_inventory];
+  annotations.erase(names.gpu_inventory);
+  return node;
+}
+
+// Pod(...) as the webhook's /mutate leaves its container "c" (docs/dra.md §7), its claims left out: the mgpu
+// limits moved into D/dra-limits, one D/dra-gpu in their place.
+inline nlohmann::json DraPod(nlohmann::json pod) {
+  const ResourceNames names = Config().Names();
+  nlohmann::json& limits = pod["spec"]["containers"][0]["resources"]["limits"];
+  pod["metadata"]["annotations"][names.dra_limits] = nlohmann::json{{"c", limits}}.dump();
+  limits = {{names.dra_resource, "1"}};
+  return pod;
+}
+
 // The facts a cache of cards takes, read as an informer's edge reads them (default config, no workload).
 inline PodFacts PodOf(const nlohmann::json& pod) { return ReadPod(pod, Config()); }
 inline NodeFacts NodeOf(const nlohmann::json& node) { return ReadNode(node, Config()); }
 
 }  // namespace mgpu::testobj
+
+// ResourceClaim objects as kube-scheduler leaves them allocated (the DRA mode's tests).
+namespace mgpu::dra::test {
+
+// One allocation result of `driver` for request "gpu"; `consumed` null: none (a device that is not shared).
+inline nlohmann::json Result(const std::string& device, nlohmann::json consumed,
+                             const std::string& pool = "node-a", const std::string& driver = "mgpu.io") {
+  nlohmann::json r = {{"request", "gpu"},
+                      {"driver", driver},
+                      {"pool", pool},
+                      {"device", device},
+                      {"shareID", "share-" + device}};
+  if (!consumed.is_null()) r["consumedCapacity"] = consumed;
+  return r;
+}
+
+// A claim in "default"; `results` null: not allocated.
+inline nlohmann::json Claim(const std::string& name, const std::string& uid, nlohmann::json results) {
+  nlohmann::json c = {{"apiVersion", "resource.k8s.io/v1"},
+                      {"kind", "ResourceClaim"},
+                      {"metadata", {{"name", name}, {"namespace", "default"}, {"uid", uid}}},
+                      {"spec", nlohmann::json::object()}};
+  if (!results.is_null()) c["status"]["allocation"]["devices"]["results"] = results;
+  return c;
+}
+
+}  // namespace mgpu::dra::test

@@ -30,6 +30,7 @@ kube::MetadataPatch NodeMetadata(const std::vector<Card>& cards, const Config& c
   inventory.stopping = stopping;
   kube::MetadataPatch patch;
   patch.annotations[names.gpu_inventory] = EncodeInventory(inventory);
+  patch.annotations[names.gpu_dra_inventory] = std::nullopt;  // a node that served its cards through DRA before
   patch.labels[names.label_count] = std::to_string(cards.size());
   if (inventory.cards.empty()) {
     patch.labels[names.label_product] = std::nullopt;

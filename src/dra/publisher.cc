@@ -70,14 +70,17 @@ void SlicePublisher::MarkDirty(const Json& object) {
 }
 
 void SlicePublisher::Run() {
-  // The node's labels for nodeSelector, without the device-plugin inventory.
+  // The node's labels for nodeSelector, and its cards as D/gpu-dra-inventory instead of the device plugin's
+  // D/gpu-inventory: the extender scores DRA pods with them and places no device-plugin pod here.
   bool node_done = false, node_failing = false;
   bool first = true;
   uint64_t seen = state_.Generation() - 1;
   while (!thread_.stopping()) {
     if (!node_done) {
       kube::MetadataPatch patch = dp::NodeMetadata(state_.Cards(), config_, version_, 0);
-      patch.annotations[config_.Names().gpu_inventory] = std::nullopt;
+      const ResourceNames names = config_.Names();
+      patch.annotations[names.gpu_dra_inventory] = patch.annotations[names.gpu_inventory];
+      patch.annotations[names.gpu_inventory] = std::nullopt;
       kube::ApiResult r = client_.PatchNodeMetadata(node_, patch);
       node_done = r.ok();
       if (!node_done && !node_failing) spdlog::warn("node={} cannot label the node: {}", node_, r.message());

@@ -3,8 +3,9 @@
 // (fieldSelector spec.nodeName, spec.driver), so a slice the kubelet deletes (it deletes its node's slices
 // when it starts, and 30 s after the driver unregisters) or anyone changes is written again within a moment.
 // Every publication that changes anything raises the pool generation above every one seen, and the first
-// after Start always does. The node's D/gpu.* labels are patched at start and its D/gpu-inventory annotation
-// removed (device-plugin pods are not placed on a DRA node). A failed write is retried within seconds. On
+// after Start always does. The node's D/gpu.* labels are patched at start and its cards written as
+// D/gpu-dra-inventory instead of D/gpu-inventory (the extender scores DRA pods with them; device-plugin pods
+// are not placed on a DRA node). A failed write is retried within seconds. On
 // Stop the slices stay (a restarting daemon takes them over; the kubelet removes those of a driver that does
 // not come back).
 #pragma once

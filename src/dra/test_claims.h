@@ -1,6 +1,5 @@
-// Test-only: ResourceClaim objects as the scheduler leaves them allocated, and a ClaimReader over a test's
-// own claims (the edge the Preparer reads through; the daemon's tests read through the fake API server
-// instead).
+// Test-only: a ClaimReader over a test's own claims (the edge the Preparer reads through; the daemon's tests
+// read through the fake API server instead). The claims themselves: common/test_objects.h.
 #pragma once
 
 #include <atomic>
@@ -10,31 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/test_objects.h"
 #include "dra/prepare.h"
 
 namespace mgpu::dra::test {
-
-// One allocation result of `driver` for request "gpu"; `consumed` null: none (a device that is not shared).
-inline nlohmann::json Result(const std::string& device, nlohmann::json consumed,
-                             const std::string& pool = "node-a", const std::string& driver = "mgpu.io") {
-  nlohmann::json r = {{"request", "gpu"},
-                      {"driver", driver},
-                      {"pool", pool},
-                      {"device", device},
-                      {"shareID", "share-" + device}};
-  if (!consumed.is_null()) r["consumedCapacity"] = consumed;
-  return r;
-}
-
-// A claim in "default"; `results` null: not allocated.
-inline nlohmann::json Claim(const std::string& name, const std::string& uid, nlohmann::json results) {
-  nlohmann::json c = {{"apiVersion", "resource.k8s.io/v1"},
-                      {"kind", "ResourceClaim"},
-                      {"metadata", {{"name", name}, {"namespace", "default"}, {"uid", uid}}},
-                      {"spec", nlohmann::json::object()}};
-  if (!results.is_null()) c["status"]["allocation"]["devices"]["results"] = results;
-  return c;
-}
 
 class Claims final : public ClaimReader {
  public:

@@ -23,9 +23,12 @@ inline constexpr kube::ApiCall kApiCalls[] = {
     {"coordination.k8s.io", "leases", "update"},
 };
 
-// The DRA mode's /mutate (deploy/dra/ grants it): the ResourceClaimTemplates the pods it rewrites name.
+// The DRA mode (deploy/dra/ grants it): /mutate creates the ResourceClaimTemplates the pods it rewrites name;
+// the claim informer counts what allocated claims hold, to score DRA pods' nodes.
 inline constexpr kube::ApiCall kDraApiCalls[] = {
     {"resource.k8s.io", "resourceclaimtemplates", "create"},
+    {"resource.k8s.io", "resourceclaims", "list"},
+    {"resource.k8s.io", "resourceclaims", "watch"},
 };
 
 }  // namespace mgpu::extender

@@ -8,12 +8,27 @@
 #include <cstdlib>
 #include <random>
 
+#include "common/dra.h"
+#include "common/json_path.h"
+
 namespace mgpu::extender {
 namespace {
 
 // How often the trimmer looks whether pods were deleted: once a second passes with none after some were,
 // the wave is over and freed memory goes back to the system (malloc_trim).
 constexpr std::chrono::milliseconds kTrimCheck{1000};
+// How often the extender looks again whether it may list ResourceClaims (docs/dra.md §7).
+constexpr std::chrono::seconds kClaimProbe{60};
+
+// A claim as the cache reads it (dra::ReadClaim): its identity and its allocation results.
+void KeepAllocation(kube::Json& claim) {
+  kube::Json slim = {{"metadata", kube::Json::object()}};
+  for (const char* key : {"name", "namespace", "uid", "resourceVersion"})
+    if (const kube::Json* v = FindPath(claim, {"metadata", key})) slim["metadata"][key] = *v;
+  if (const kube::Json* results = FindPath(claim, {"status", "allocation", "devices", "results"}))
+    slim["status"]["allocation"]["devices"]["results"] = *results;
+  claim = std::move(slim);
+}
 
 // POD_NAME (the Deployment sets it from the downward API) or the host name, plus a random suffix so that a
 // restarted replica never mistakes the lease of its previous life for its own.
@@ -88,6 +103,21 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
                              }});
   nodes_->Start();
   pods_->Start();
+  claim_probe_.Start([this] {
+    bool said = false;
+    do {
+      kube::ApiResult probe = client_->List(kube::kResourceClaims, "");
+      if (probe.ok()) {
+        StartClaims();
+        return;
+      }
+      if (!said)
+        spdlog::info("DRA pods pass without mgpu's scores until ResourceClaims can be listed ({}); looking "
+                     "again every {} s",
+                     probe.message(), kClaimProbe.count());
+      said = true;
+    } while (claim_probe_.SleepFor(kClaimProbe));
+  });
   // glibc keeps freed memory in its arenas: after a wave of deletions, hand it back so that RSS follows the
   // cluster down. Trimming during the wave would only give back what the next pods take again.
   trimmer_.Start([this] {
@@ -115,8 +145,30 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   return server_->Start(config_.extender.listen_address, config_.extender);
 }
 
+void Daemon::StartClaims() {
+  ClusterCache& cache = *cache_;
+  const Config& config = config_;
+  const auto upsert = [&cache, &config](const kube::Json& c) {
+    Result<std::optional<dra::ClaimFacts>> claim = dra::ReadClaim(c, config);
+    if (claim.ok() && *claim) return cache.UpsertClaim(**claim);
+    if (!claim.ok()) spdlog::warn("not counting {}", claim.message());
+    cache.DeleteClaim(kube::MetadataString(c, "namespace") + "/" + kube::MetadataString(c, "name"));
+  };
+  claims_ = std::make_unique<kube::Informer>(
+      *client_, kube::InformerOptions{.resource = kube::kResourceClaims, .transform = KeepAllocation},
+      kube::InformerHandlers{upsert, [upsert](const kube::Json&, const kube::Json& c) { upsert(c); },
+                             [&cache](const kube::Json& c) {
+                               cache.DeleteClaim(kube::MetadataString(c, "namespace") + "/" +
+                                                 kube::MetadataString(c, "name"));
+                             }});
+  claims_->Start();
+  spdlog::info("counting DRA claims: DRA pods' nodes are scored with mgpu's policy");
+}
+
 void Daemon::Stop() {
   trimmer_.Stop();
+  claim_probe_.Stop();
+  if (claims_) claims_->Stop();
   if (server_) server_->Stop();
   if (pods_) pods_->Stop();
   if (nodes_) nodes_->Stop();

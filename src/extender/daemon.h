@@ -1,5 +1,6 @@
-// The whole extender wired together: API client, node and pod informers feeding the cache, the verbs and the
-// HTTP server, and the optional leader election. main.cc and the integration tests start one of these.
+// The whole extender wired together: API client, node and pod informers feeding the cache (and, where the
+// cluster serves DRA and deploy/dra/ lets it read them, a ResourceClaim informer: docs/dra.md §7), the verbs
+// and the HTTP server, and the optional leader election. main.cc and the integration tests start one of these.
 #pragma once
 
 #include <atomic>
@@ -38,6 +39,8 @@ class Daemon {
   ClusterCache& cache() { return *cache_; }
 
  private:
+  void StartClaims();
+
   Config config_;
   std::unique_ptr<kube::Client> client_;
   std::unique_ptr<kube::EventQueue> events_;
@@ -49,6 +52,10 @@ class Daemon {
   std::unique_ptr<kube::Informer> nodes_;
   std::unique_ptr<kube::Informer> pods_;
   std::unique_ptr<HttpServer> server_;
+  // Lists ResourceClaims until it may (the cluster serves resource.k8s.io/v1 and deploy/dra/'s RBAC is
+  // applied), then starts claims_; until then DRA pods pass with no score.
+  BackgroundThread claim_probe_;
+  std::unique_ptr<kube::Informer> claims_;
   std::atomic<uint64_t> deleted_{0};  // pods the informer saw deleted
   BackgroundThread trimmer_;          // malloc_trim after each wave of deletions
 };

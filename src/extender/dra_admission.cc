@@ -61,6 +61,12 @@ DraRewrite RewritePodForDra(const json& pod, const PodRequest& request, const Co
             out.patch.push_back({{"op", "remove"}, {"path", base + "/" + kind + "/" + Token(r)}});
         }
       }
+      // One D/dra-gpu: kube-scheduler calls the extender for the pod (no node has it; the scheduler and the
+      // kubelet ignore it).
+      const json* limits = FindPath(container, {"resources", "limits"});
+      if (limits == nullptr || !limits->is_object())
+        out.patch.push_back({{"op", "add"}, {"path", base + "/limits"}, {"value", json::object()}});
+      out.patch.push_back({{"op", "add"}, {"path", base + "/limits/" + Token(names.dra_resource)}, {"value", "1"}});
       const json* claims = FindPath(container, {"resources", "claims"});
       if (claims == nullptr || !claims->is_array())
         out.patch.push_back({{"op", "add"}, {"path", base + "/claims"}, {"value", json::array()}});
@@ -68,6 +74,12 @@ DraRewrite RewritePodForDra(const json& pod, const PodRequest& request, const Co
       break;
     }
   }
+  // The limits it had, for the extender to read the pod's request as it was written (dra::WithDraLimits).
+  if (!FindPath(pod, {"metadata", "annotations"}))
+    out.patch.push_back({{"op", "add"}, {"path", "/metadata/annotations"}, {"value", json::object()}});
+  out.patch.push_back({{"op", "add"},
+                       {"path", "/metadata/annotations/" + Token(names.dra_limits)},
+                       {"value", dra::DraLimitsOf(pod, request, config).dump()}});
   return out;
 }
 

@@ -91,11 +91,38 @@ TEST(DraMutation, AnOnlinePodAsksItsShareThroughAClaimTemplate) {
                           {"resourceClaimTemplateName", "mgpu.io.fixed-share-online-c30-m4096-x1"}}}));
   const json& c = out["spec"]["containers"][0];
   EXPECT_EQ(c["resources"]["claims"], json::array({{{"name", "mgpu-0"}}}));
-  EXPECT_EQ(c["resources"]["limits"], json::object());  // the mgpu limits are gone
+  // The mgpu limits are gone; one D/dra-gpu sends the pod to the extender.
+  EXPECT_EQ(c["resources"]["limits"], json({{kNames.dra_resource, "1"}}));
   EXPECT_EQ(c["resources"]["requests"], json({{"cpu", "1"}}));
   EXPECT_EQ(out["spec"]["containers"][1], pod["spec"]["containers"][1]);  // no GPU: untouched
-  // The rewritten pod asks nothing of the device plugin any more: /validate and the extender let it be.
+  // The rewritten pod asks nothing of the device plugin any more: /validate lets it be.
   EXPECT_FALSE(ParsePodRequest(out, Config())->AsksForGpu());
+  // The extender reads it as the DRA pod it was written as: the same request, from D/dra-limits.
+  EXPECT_EQ(json::parse(out["metadata"]["annotations"][kNames.dra_limits].get<std::string>()),
+            json({{"c", {{kNames.core, "30"}, {kNames.memory, "4096"}}}}));
+  const PodFacts facts = ReadPod(out, Config());
+  EXPECT_TRUE(facts.dra);
+  ASSERT_TRUE(facts.request.ok()) << facts.request.message();
+  PodRequest asked = *ParsePodRequest(pod, Config());
+  EXPECT_EQ(facts.request->containers, asked.containers);
+  EXPECT_EQ(facts.host.cpu_milli, 1000);
+  EXPECT_FALSE(ReadPod(pod, Config()).dra);
+}
+
+TEST(DraMutation, AnUnreadableDraLimitsAnnotationLeavesThePodToKubeScheduler) {
+  Written written;
+  json out = Patched(OnlinePod(), Response(MutatePodForDra(Review("Pod", OnlinePod()).dump(), Config(), {},
+                                                           written.Writer())));
+  for (const char* bad : {"[1]", R"({"main":{"cpu":"1"}})", R"({"nobody":{}})", "{"}) {
+    SCOPED_TRACE(bad);
+    out["metadata"]["annotations"][kNames.dra_limits] = bad;
+    const PodFacts facts = ReadPod(out, Config());
+    EXPECT_TRUE(facts.dra);
+    ASSERT_TRUE(facts.request.ok());
+    EXPECT_FALSE(facts.request->AsksForGpu());  // every node passes, none is scored
+    ASSERT_EQ(facts.problems.size(), 1u);
+    EXPECT_NE(facts.problems[0].find(kNames.dra_limits), std::string::npos) << facts.problems[0];
+  }
 }
 
 TEST(DraMutation, QosPolicyAndCardCountComeThroughTheWorkload) {

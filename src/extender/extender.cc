@@ -63,6 +63,13 @@ std::shared_ptr<const PodFacts> Extender::Read(const nlohmann::json& pod) {
 FilterResult Extender::Filter(const ExtenderArgs& args) {
   const FactsRef& facts = args.pod;
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
+  if (facts->dra) {  // kube-scheduler has found where its claims fit; the model still learns its shape
+    if (facts->request.ok() && facts->request->AsksForGpu())
+      model_.Observe(*facts->request, [&view] { return view->FreeCoreByProduct(); });
+    FilterResult all;
+    for (size_t i = 0; i < args.node_names.size(); ++i) all.passed.push_back(i);
+    return all;
+  }
   FilterResult result{FilterPod(*view, args.node_names, facts->request, model_, memo_, cache_.config()), {}};
   NoteFragmentation(*facts, *view, result);
   if (!facts->request.ok()) {
@@ -94,7 +101,7 @@ FilterResult Extender::Choose(const ExtenderArgs& args) {
   if (!pod.ok() || !pod->AsksForGpu()) return Filter(args);
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
   const ModelPublisher::Published model = model_.Observe(*pod, [&view] { return view->FreeCoreByProduct(); });
-  const std::vector<const NodeView*> nodes = view->Usable(args.node_names);
+  const std::vector<const NodeView*> nodes = view->Usable(args.node_names, facts->dra);
   const std::vector<NodeDecision> decisions =
       memo_.Decide(*view, nodes, *pod, model.model.get(), model.version, /*with_reasons=*/false);
   const std::vector<int> scores = Scores(decisions);
@@ -105,6 +112,11 @@ FilterResult Extender::Choose(const ExtenderArgs& args) {
   // The best score first; equal scores in kube-scheduler's order of the candidates (it rotates their start).
   std::stable_sort(fitting.begin(), fitting.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
   size_t chosen = fitting.front();
+  if (facts->dra) {  // the scheduler's allocator takes its cards there, and the claims' watch shows them
+    FilterResult result;
+    result.passed.push_back(chosen);
+    return result;
+  }
   for (size_t k = 0; k < std::min(kHoldTries, fitting.size()); ++k) {
     Result<Assignment> held = cache_.Hold(args.node_names[fitting[k]], *pod, facts->uid, model.model.get());
     if (held.ok()) {
@@ -128,10 +140,10 @@ std::vector<HostScore> Extender::Prioritize(const ExtenderArgs& args) {
   if (!pod.ok() || !pod->AsksForGpu()) return scores;
   const ModelPublisher::Published model = model_.Current();
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
-  const std::vector<const NodeView*> nodes = view->Usable(args.node_names);
+  const std::vector<const NodeView*> nodes = view->Usable(args.node_names, facts->dra);
   const std::vector<NodeDecision> decisions =
       memo_.Decide(*view, nodes, *pod, model.model.get(), model.version,
-                   /*with_reasons=*/false, &facts->uid);
+                   /*with_reasons=*/false, facts->dra ? nullptr : &facts->uid);
   const std::vector<int> node_scores = Scores(decisions);
   // A node where the bind would have to wait for a pod the device plugin could confuse with this one ranks
   // last.
@@ -160,7 +172,7 @@ std::string Extender::BindPod(const BindArgs& args) {
     return "pod " + key + " has uid " + pod->uid + ", not " + args.pod_uid + " (it was replaced)";
   if (!pod->node.empty()) return "pod " + key + " is already bound to node " + pod->node;
   if (!pod->request.ok()) return pod->request.message();
-  if (!pod->request->AsksForGpu()) {
+  if (!pod->request->AsksForGpu() || pod->dra) {  // a DRA pod's claims are allocated already
     kube::ApiResult bound = client_->BindPod(args.pod_namespace, args.pod_name, pod->uid, args.node);
     if (!bound.ok()) return "cannot bind pod " + key + " to node " + args.node + ": " + bound.message();
     Forget(pod->uid);  // bound: no verb reads it again
@@ -216,7 +228,7 @@ kube::EventCounts Extender::EventCounts() const { return events_ ? events_->Coun
 std::map<std::string, MetaVictims> Extender::Preempt(const PreemptArgs& args) {
   const Result<PodRequest>& pod = args.pod->request;
   if (!pod.ok()) return {};
-  if (!pod->AsksForGpu()) return args.victims;
+  if (!pod->AsksForGpu() || args.pod->dra) return args.victims;  // DRA: kube-scheduler frees claims' cards
   const ModelPublisher::Published model = model_.Current();
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
   std::map<std::string, MetaVictims> out;

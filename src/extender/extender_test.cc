@@ -229,6 +229,47 @@ TEST_F(ExtenderTest, PreemptKeepsOnlyNodesWhereTheVictimsFreeACard) {
   EXPECT_EQ(out.at("full").pod_uids, std::vector<std::string>{"uid-big"});
 }
 
+// DRA pods (docs/dra.md §7) on DRA nodes: what the driver's allocated claims hold counts on the nodes' cards,
+// so prioritize and choose pack DRA pods by mgpu's policy (binpack here); filter and preempt leave what fits
+// to kube-scheduler, whose allocator decides it; device-plugin pods are kept off DRA nodes.
+TEST(ExtenderDra, ClaimsCountOnTheirCardsAndDraPodsAreScoredByThem) {
+  ClusterCache cache{Config()};
+  Metrics metrics;
+  Extender extender(cache, nullptr, nullptr, metrics);
+  cache.UpsertNode(NodeOf(DraNode("dra-a", 2)));
+  cache.UpsertNode(NodeOf(DraNode("dra-b", 2)));
+  const json claim = dra::test::Claim(
+      "infer-gpu", "uid-claim",
+      json::array({dra::test::Result("gpu-1-fixed", {{"cores", "60"}, {"memory", "8Gi"}}, "dra-b")}));
+  Result<std::optional<dra::ClaimFacts>> read = dra::ReadClaim(claim, Config());
+  ASSERT_TRUE(read.ok() && *read) << read.message();
+  cache.UpsertClaim(**read);
+  const CardState& held = cache.Snapshot()->Find("dra-b")->state.cards[1];
+  EXPECT_EQ(held.usage.core, 60);
+  EXPECT_EQ(held.usage.memory_mib, 8192);
+
+  const json pod = DraPod(Pod("p", 30, 4096));
+  const std::vector<std::string> nodes = {"dra-a", "dra-b"};
+  const ExtenderArgs args = Args(pod, nodes);
+  ASSERT_TRUE(args.pod->dra);
+  const std::vector<HostScore> scores = extender.Prioritize(args);
+  EXPECT_GT(scores[1].score, scores[0].score);  // the fuller node
+  EXPECT_EQ(extender.Choose(args).passed, std::vector<size_t>{1});
+  // Where its claims fit is kube-scheduler's to say: a pod too big for the extender's view passes anyway.
+  EXPECT_EQ(extender.Filter(Args(DraPod(Pod("big", 100, 16384)), nodes)).passed.size(), 2u);
+  PreemptArgs preempt;
+  preempt.pod = args.pod;
+  preempt.victims["dra-b"] = MetaVictims{{"uid-someone"}, 0};
+  EXPECT_EQ(extender.Preempt(preempt).size(), 1u);
+  // A device-plugin pod fits no DRA node, and says why.
+  const FilterResult plain = extender.Filter(Args(Pod("q", 30, 4096), nodes));
+  EXPECT_TRUE(plain.passed.empty());
+  EXPECT_NE(plain.failed.at("dra-a").find("DRA"), std::string::npos) << plain.failed.at("dra-a");
+
+  cache.DeleteClaim("default/infer-gpu");
+  EXPECT_EQ(cache.Snapshot()->Find("dra-b")->state.cards[1].usage.core, 0);
+}
+
 TEST_F(ExtenderTest, BindWithoutClientIsAnErrorNotACrash) {
   EXPECT_FALSE(extender_.Bind(BindArgs{"p", "default", "u", "empty"}).empty());
 }

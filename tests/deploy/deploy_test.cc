@@ -447,17 +447,23 @@ TEST_F(Deploy, SchedulerConfigsMatchWhatTheExtenderServesAndThePluginRegisters) 
       ASSERT_TRUE(res);
       EXPECT_NE(res->status, 404) << path << " is not served by the extender";
     }
-    std::set<std::string> managed;
-    for (const json& r : e["managedResources"]) {
-      managed.insert(r.value("name", ""));
-      EXPECT_FALSE(r.value("ignoredByScheduler", true)) << "kube-scheduler must also check node allocatable";
-    }
     // The configured domain's resources, and the Volcengine names too (resourceDomain: vke.volcengine.com
-    // needs no edit here).
-    std::set<std::string> both = registered;
+    // needs no edit here); and under both, D/dra-gpu, which only routes DRA pods here (no node has it).
     Config volcengine = config;
     volcengine.resource_domain = "vke.volcengine.com";
+    std::set<std::string> both = registered, routing = {names.dra_resource, volcengine.Names().dra_resource};
     for (mgpu::Resource r : mgpu::kAllResources) both.insert(mgpu::FullName(r, volcengine.Names()));
+    std::set<std::string> managed;
+    for (const json& r : e["managedResources"]) {
+      const std::string name = r.value("name", "");
+      managed.insert(name);
+      if (routing.count(name)) {
+        EXPECT_TRUE(r.value("ignoredByScheduler", false)) << name << ": no node advertises it";
+      } else {
+        EXPECT_FALSE(r.value("ignoredByScheduler", true)) << "kube-scheduler must also check node allocatable";
+      }
+    }
+    both.insert(routing.begin(), routing.end());
     EXPECT_EQ(managed, both);
     std::smatch timeout;
     const std::string http_timeout = e.value("httpTimeout", "5s");
@@ -754,13 +760,14 @@ TEST_F(Deploy, DraModeRunsTheNodeDaemonAsADriverAndReachesTheExtendersWebhooks) 
   EXPECT_EQ(mutate["sideEffects"], "NoneOnDryRun");
   EXPECT_EQ(mutate["namespaceSelector"]["matchLabels"], json({{"mgpu.io/dra", "enabled"}}));
   EXPECT_EQ(claims->doc["webhooks"][0]["failurePolicy"], "Ignore");
-  // The extender may create the templates it names, nothing more.
+  // The extender may create the templates it names and read the claims it counts, nothing more.
   const Object* role = Find("ClusterRole", "", "mgpu-scheduler-extender-dra");
   ASSERT_TRUE(role);
-  EXPECT_EQ(
-      role->doc["rules"],
-      json::parse(
-          R"([{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"], "verbs": ["create"]}])"));
+  EXPECT_EQ(role->doc["rules"],
+            json::parse(R"([{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"],
+                             "verbs": ["create"]},
+                            {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"],
+                             "verbs": ["list", "watch"]}])"));
 }
 
 // scripts/certs.sh makes a CA and a serving certificate valid for the Service name the webhook and the

@@ -343,6 +343,57 @@ TEST_F(DraApi, SlicesAreStoredAsPublishedAndPublishedAgainAfterADeletion) {
   publisher.Stop();
 }
 
+// mgpu's packing for DRA pods: pods written with mgpu-core / mgpu-memory in a DRA namespace reach the API
+// server through /mutate with one mgpu.io/dra-gpu, which kube-scheduler (ignoredByScheduler) lets pass and for
+// which it calls the extender's choose; the extender counts the claims it sees allocated and scores the
+// nodes with mgpu's policy, and the allocator's first fit then fills the card. Five such pods, free to go
+// to any of three empty nodes, share one card; kube-scheduler's own scores would spread them over the three.
+TEST_F(DraApi, TheExtenderPacksDraPodsOntoOneCard) {
+  if (kNodes < 12) GTEST_SKIP() << "uses api-node-0009 to 0011";
+  ASSERT_TRUE(CreateNamespace("packed", {{"mgpu.io/dra", "enabled"}}).ok());
+  const std::string port = cluster_->Env("MGPU_CLUSTER_EXTENDER_PORT");
+  const Config c;
+  std::set<std::string> cards;
+  for (int k = 0; k < 5; ++k) {
+    const std::string name = "p" + std::to_string(k);
+    const json among = {{"key", "kubernetes.io/hostname"},
+                        {"operator", "In"},
+                        {"values", {"api-node-0009", "api-node-0010", "api-node-0011"}}};
+    json spec = {{"terminationGracePeriodSeconds", 1}};
+    spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] =
+        json::array({{{"matchExpressions", json::array({among})}}});
+    json container = {{"name", "c"}, {"image", "x"}};
+    container["resources"]["limits"] = {{c.Names().core, "20"}, {c.Names().memory, "4096"}};
+    container["resources"]["requests"] = {{"cpu", "1"}, {"memory", "1Gi"}};
+    spec["containers"] = json::array({container});
+    const json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", {{"name", name}}}, {"spec", spec}};
+    kube::ApiResult created = Api().Create(kube::kPods, "packed", pod);
+    ASSERT_TRUE(created.ok()) << created.message();
+    EXPECT_EQ(created->value("spec", json::object())["containers"][0]["resources"]["limits"],
+              json({{c.Names().dra_resource, "1"}}));
+    const json results = WaitResults("packed", name);
+    ASSERT_EQ(results.size(), 1u) << Unschedulable("packed", name);
+    const std::string node = results[0]["pool"];
+    const std::string card = node + "/" + results[0]["device"].get<std::string>();
+    cards.insert(card);
+    // The next pod is chosen once the extender has counted this one's claim (its claim informer).
+    const int index = mgpu::dra::ParseDeviceName(results[0]["device"].get<std::string>())->card_index;
+    ASSERT_TRUE(Poll(
+        [&] {
+          const Output nodes = Sh("curl -sfk https://127.0.0.1:" + port + "/v1/nodes");
+          const json view = json::parse(nodes.out, nullptr, false);
+          if (!view.is_object()) return false;
+          for (const json& n : view.value("nodes", json::array()))
+            if (n.value("name", "") == node) return n["cards"][index].value("core", 0) >= 20;
+          return false;
+        },
+        kWait))
+        << name << " on " << card;
+  }
+  EXPECT_EQ(cards.size(), 1u) << "the five pods hold " << json(cards).dump();
+  ExpectRulesHold(Usage());
+}
+
 // On one node of two 24 GiB cards, claims of every shape land as the per-card rules say, because the
 // scheduler itself keeps them: a second compute policy takes the other card, offline joins the online share,
 // a whole card and a multi-card share find no card, native-burst-share none either; once the other card is
