@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/codec.h"
 #include "common/dra.h"
 #include "testing/fake_apiserver.h"
 #include "testing/test_env.h"
@@ -69,6 +70,12 @@ TEST_F(PublisherTest, PublishesThePoolAndLabelsTheNode) {
   auto node = *api_.Get("nodes", "", "node-a");
   // A DRA node carries no device-plugin inventory: the extender places no device-plugin pod there.
   EXPECT_FALSE(node["metadata"].value("annotations", json::object()).contains(config_.Names().gpu_inventory));
+  // Its cards are D/gpu-dra-inventory: the extender scores DRA pods with them.
+  const std::string dra_inventory =
+      node["metadata"].value("annotations", json::object()).value(config_.Names().gpu_dra_inventory, "");
+  Result<NodeInventory> inventory = DecodeInventory(dra_inventory);
+  ASSERT_TRUE(inventory.ok()) << dra_inventory;
+  EXPECT_FALSE(inventory->cards.empty());
   EXPECT_EQ(p->publications(), 1u);
 }
 
