@@ -11,17 +11,22 @@
 # with kube-scheduler paused while its pods are created, then resumed until every pod is bound:
 #   plain  --pods pods of 100m CPU
 #   mgpu   --pods pods asking mgpu-core 20 and mgpu-memory 4096 (the extender places them)
-#   dra    --pods pods holding one claim of 20 cores and 4 GiB (class mgpu.io; kube-scheduler's allocator)
+#   dra    --pods pods holding one claim of 20 cores and 4 GiB (class mgpu.io; kube-scheduler's allocator
+#          takes the card), written as /mutate leaves them (one mgpu.io/dra-gpu and mgpu.io/dra-limits), so
+#          that the extender chooses the node (docs/dra.md §7); with --dra-scores off, without those: the node
+#          is kube-scheduler's own choice
+# The mgpu pods are deleted before the dra phase (their cards counted first), so that the extender's view of
+# the cards holds only what the allocator also sees.
 # Prints pods/s of each phase (from the pods' PodScheduled times, one second resolution), the cards the mgpu
 # and the DRA pods hold, and checks that no card is over its capacity (the extender's /v1/nodes; the claims'
 # consumed capacity summed per card). A benchmark, not a test: run it on a quiet machine, under nice.
 #   bench/realcluster_dra.sh [--qps default|N] [--nodes 1000] [--pods 2000] [--delay-ms 1000]
-#                            [--cards fixed|any|VARIANT] [--state-dir DIR] [--port-base N]
+#                            [--cards fixed|any|VARIANT] [--dra-scores on|off] [--state-dir DIR] [--port-base N]
 # Needs the build's mgpu-scheduler-extender, mgpu-api-nodes and mgpu-dra-slices, curl, jq and bc.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${MGPU_BUILD_DIR:-$repo/build}
-qps=1000 nodes=1000 pods=2000 delay_ms=1000 cards=fixed
+qps=1000 nodes=1000 pods=2000 delay_ms=1000 cards=fixed dra_scores=on
 state=/tmp/mgpu-bench-dra port_base=27040
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -30,6 +35,7 @@ while [ $# -gt 0 ]; do
     --pods) pods=$2; shift 2 ;;
     --delay-ms) delay_ms=$2; shift 2 ;;
     --cards) cards=$2; shift 2 ;;
+    --dra-scores) dra_scores=$2; shift 2 ;;
     --state-dir) state=$2; shift 2 ;;
     --port-base) port_base=$2; shift 2 ;;
     *) echo "realcluster_dra.sh: unknown argument $1 (see the top of the script)" >&2; exit 2 ;;
@@ -82,10 +88,11 @@ phase() {
       case "$kind" in
         plain) spec='"containers":[{"name":"main","image":"x","resources":{"requests":{"cpu":"100m","memory":"1Gi"}}}]' ;;
         mgpu) spec='"containers":[{"name":"main","image":"x","resources":{"limits":{"mgpu.io/mgpu-core":"20","mgpu.io/mgpu-memory":"4096"},"requests":{"cpu":"100m","memory":"1Gi"}}}]' ;;
-        dra) spec='"resourceClaims":[{"name":"gpu","resourceClaimTemplateName":"c20-m4g"}],"containers":[{"name":"main","image":"x","resources":{"claims":[{"name":"gpu"}],"requests":{"cpu":"100m","memory":"1Gi"}}}]' ;;
+        dra) spec='"resourceClaims":[{"name":"gpu","resourceClaimTemplateName":"c20-m4g"}],"containers":[{"name":"main","image":"x","resources":{"claims":[{"name":"gpu"}],"requests":{"cpu":"100m","memory":"1Gi"}'"$dra_limits"'}}]' ;;
       esac
       [ "$i" = 0 ] || echo ,
-      printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s-%d","namespace":"default"},"spec":{%s}}' "$kind" "$i" "$spec"
+      printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s-%d","namespace":"default","labels":{"phase":"%s"}%s},"spec":{%s}}' \
+        "$kind" "$i" "$kind" "$([ "$kind" = dra ] && echo "$dra_annotations")" "$spec"
     done
     echo ']}'
   } >"$state/pods-$kind.json"
@@ -108,13 +115,30 @@ phase() {
       if length == 0 then "0 bound" else "\(length) bound, \(length / (max - min + 1) * 10 | round / 10) pods/s" end'), wall $(echo "$(date +%s.%N) - $start" | bc | cut -c1-6) s"
 }
 
-echo "real kube-scheduler $(kubectl version -o json | jq -r .serverVersion.gitVersion), client QPS $qps, $nodes nodes, $pods pods a phase, dra.cards $cards"
+# The extender's cards in use, and those over capacity.
+extender_cards() {
+  curl -sk "https://127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT/v1/nodes" | jq -r '[.nodes[].cards[]] |
+    "\(map(select(.core > 0 or .memoryMiB > 0)) | length) \(map(select(.core > 100 or .reclaimedCore > 100 or .memoryMiB > .capacityMiB)) | length)"'
+}
+dra_limits="" dra_annotations=""
+if [ "$dra_scores" = on ]; then
+  dra_limits=',"limits":{"mgpu.io/dra-gpu":"1"}'
+  dra_annotations=',"annotations":{"mgpu.io/dra-limits":"{\"main\":{\"mgpu.io/mgpu-core\":\"20\",\"mgpu.io/mgpu-memory\":\"4096\"}}"}'
+fi
+
+echo "real kube-scheduler $(kubectl version -o json | jq -r .serverVersion.gitVersion), client QPS $qps, $nodes nodes, $pods pods a phase, dra.cards $cards, DRA pods scored by the extender: $dra_scores"
 phase plain
 phase mgpu
-phase dra
 sleep $((delay_ms / 1000 + 2))
-nodes_json=$(curl -sk "https://127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT/v1/nodes")
-echo "  mgpu pods' cards (the extender's view): $(echo "$nodes_json" | jq '[.nodes[].cards[] | select(.core > 0 or .memoryMiB > 0)] | length') used, $(echo "$nodes_json" | jq '[.nodes[].cards[] | select(.core > 100 or .reclaimedCore > 100 or .memoryMiB > .capacityMiB)] | length') over capacity"
+read -r used over < <(extender_cards)
+echo "  mgpu pods' cards (the extender's view): $used used, $over over capacity"
+kubectl delete pods -n default -l phase=mgpu --force --grace-period=0 >/dev/null 2>&1
+for ((i = 0; i < 300; i++)); do
+  read -r used over < <(extender_cards)
+  [ "$used" != 0 ] || break
+  sleep 1
+done
+phase dra
 kubectl get resourceclaims -n default -o json | jq -r '
   [.items[] | .status.allocation.devices.results[]? | select(.driver == "mgpu.io") |
    {card: (.pool + "/" + (.device | capture("^gpu-(?<i>[0-9]+)-").i)), cores: (.consumedCapacity.cores // "0" | tonumber)}] |

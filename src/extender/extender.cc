@@ -176,6 +176,7 @@ std::string Extender::BindPod(const BindArgs& args) {
     kube::ApiResult bound = client_->BindPod(args.pod_namespace, args.pod_name, pod->uid, args.node);
     if (!bound.ok()) return "cannot bind pod " + key + " to node " + args.node + ": " + bound.message();
     Forget(pod->uid);  // bound: no verb reads it again
+    if (pod->dra) spdlog::info("bound pod={} node={} cards=its DRA claims", key, args.node);
     return "";
   }
   return BindWithCards(args, std::move(pod));

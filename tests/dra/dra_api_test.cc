@@ -50,13 +50,6 @@ const int kNodes = Nodes();
 constexpr auto kWait = 300s;  // a shared 2-core machine: the API server answers slowly under load
 
 const kube::ApiResource kNamespaces{"/api/v1", "namespaces", "Namespace", false};
-const kube::ApiResource kMutatingWebhooks{"/apis/admissionregistration.k8s.io/v1",
-                                          "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
-                                          false};
-const kube::ApiResource kValidatingWebhooks{"/apis/admissionregistration.k8s.io/v1",
-                                            "validatingwebhookconfigurations",
-                                            "ValidatingWebhookConfiguration", false};
-
 // One card's usage summed over every allocated claim, from what the scheduler wrote.
 struct CardSum {
   int64_t cores = 0, reclaimed = 0, memory_mib = 0, capacity_mib = 0;
@@ -77,14 +70,11 @@ class DraApi : public ::testing::Test {
                             skipped);
     if (skipped) skip_ = failure_;
     if (!failure_.empty()) return;
-    failure_ = StartExtender();
+    failure_ = cluster_->StartExtender(kBuild, /*webhooks=*/true);
     if (failure_.empty()) failure_ = PublishEveryNode();
   }
 
-  static void TearDownTestSuite() {
-    extender_.reset();
-    cluster_.reset();
-  }
+  static void TearDownTestSuite() { cluster_.reset(); }
 
  protected:
   void SetUp() override {
@@ -93,48 +83,6 @@ class DraApi : public ::testing::Test {
   }
 
   static kube::Client& Api() { return cluster_->client(); }
-
-  // The extender on this machine, where the cluster's kube-scheduler configuration calls it, serving a
-  // certificate for both names it is called by (the scheduler's serverName and the webhooks' 127.0.0.1),
-  // signed by the CA cluster.sh gave the scheduler; and the DRA webhooks pointed at it.
-  static std::string StartExtender() {
-    const std::string state = cluster_->state();
-    const std::string tls = state + "/extender-tls";
-    const Output cert = Sh(
-        "cd " + tls +
-        " && openssl req -new -newkey rsa:2048 -nodes -keyout dra.key -subj /CN=mgpu-dra -out dra.csr "
-        "&& printf 'subjectAltName=DNS:mgpu-scheduler-extender.mgpu-system.svc,IP:127.0.0.1\\n' > dra.ext && "
-        "openssl x509 -req -in dra.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile dra.ext "
-        "-out dra.crt");
-    if (cert.rc != 0) return "cannot make the extender's certificate: " + cert.out;
-    const std::string port = cluster_->Env("MGPU_CLUSTER_EXTENDER_PORT");
-    const std::string config = state + "/dra-extender.yaml";
-    std::ofstream(config) << "extender:\n  listenAddress: 127.0.0.1:" << port << "\n  tlsCertFile: " << tls
-                          << "/dra.crt\n  tlsKeyFile: " << tls << "/dra.key\n";
-    extender_ = std::make_unique<Background>(
-        std::vector<std::string>{kBuild + "/src/extender/mgpu-scheduler-extender", "--kubeconfig",
-                                 state + "/kubeconfig", "--config", config},
-        state + "/logs/dra-extender.log");
-    if (!Poll([&] { return Sh("curl -sfk https://127.0.0.1:" + port + "/readyz").rc == 0; }, kWait))
-      return "the extender did not get ready: " + Sh("tail -20 " + state + "/logs/dra-extender.log").out;
-    Result<std::string> ca = ReadFile(tls + "/caBundle");
-    if (!ca.ok()) return ca.message();
-    std::string bundle = *ca;
-    while (!bundle.empty() && (bundle.back() == '\n' || bundle.back() == ' ')) bundle.pop_back();
-    // deploy/dra/webhook.yaml, with the extender's address on this machine instead of its Service.
-    Result<std::vector<json>> docs = YamlDocumentsToJson(*ReadFile(kRepo + "/deploy/dra/webhook.yaml"));
-    if (!docs.ok()) return docs.message();
-    for (json doc : *docs) {
-      for (json& w : doc["webhooks"]) {
-        const std::string path = w["clientConfig"]["service"]["path"];
-        w["clientConfig"] = {{"url", "https://127.0.0.1:" + port + path}, {"caBundle", bundle}};
-      }
-      kube::ApiResult r = Api().Create(
-          doc["kind"] == "MutatingWebhookConfiguration" ? kMutatingWebhooks : kValidatingWebhooks, "", doc);
-      if (!r.ok()) return "the API server refused " + doc["kind"].get<std::string>() + ": " + r.message();
-    }
-    return "";
-  }
 
   // Every API-only node's slices, from the cards of its D/gpu-inventory (what its device plugin would
   // publish), as the node daemon builds them (mgpu-dra-slices, dra/publisher.h's PublishOnce); and each
@@ -300,7 +248,6 @@ class DraApi : public ::testing::Test {
   }
 
   static inline std::unique_ptr<Cluster> cluster_;
-  static inline std::unique_ptr<Background> extender_;
   static inline std::map<std::string, std::vector<NodeCard>> cards_;
   static inline std::string skip_, failure_;
 };

@@ -72,6 +72,8 @@ class DraKubelet : public ::testing::Test {
     std::filesystem::remove_all(state + "/dra");
     std::filesystem::remove_all(state + "/cdi");
     StartDaemon();
+    // The extender, which kube-scheduler calls for pods holding D/dra-gpu.
+    if (failure_.empty()) failure_ = cluster_->StartExtender(kBuild, /*webhooks=*/false);
   }
 
   static void TearDownTestSuite() {
@@ -247,22 +249,38 @@ TEST_F(DraKubelet, TheExamplesRunWithTheirClaimsEnvironment) {
 }
 
 // Inside the container: the guard the claim's CDI spec mounted and preloads, capping memory at the claim's
-// consumed memory over the fake driver.
+// consumed memory over the fake driver. The pod is written as /mutate leaves one (docs/dra.md §7): its mgpu
+// limits in D/dra-limits and one D/dra-gpu, which no node has: kube-scheduler routes it through the
+// extender's choose and bind, the extender counts its claim on the card the daemon's D/gpu-dra-inventory
+// names, and the kubelet admits it all the same.
 TEST_F(DraKubelet, TheGuardIsInTheContainer) {
   ASSERT_TRUE(
       Api()
           .Create(kube::kResourceClaimTemplates, "default", ClaimTemplate("guarded-20-2g", "20", "2Gi"))
           .ok());
-  ASSERT_TRUE(
-      Api()
-          .Create(kube::kPods, "default",
-                  Pod("guarded", "guarded-20-2g",
-                      "env | grep ^MGPU_ | sort; echo preload=$(cat /etc/ld.so.preload); "
-                      "export FAKE_CUDA_UUIDS=$MGPU_VISIBLE_CARDS MGPU_GUARD_LOG=1; "
-                      "mgpu-guard-probe alloc 1 alloc $((MGPU_MEMORY_MIB + 1)) 2>&1 | sed 's/^/probe /'; "
-                      "echo done; exec sleep 3600"))
-          .ok());
+  json pod = Pod("guarded", "guarded-20-2g",
+                 "env | grep ^MGPU_ | sort; echo preload=$(cat /etc/ld.so.preload); "
+                 "export FAKE_CUDA_UUIDS=$MGPU_VISIBLE_CARDS MGPU_GUARD_LOG=1; "
+                 "mgpu-guard-probe alloc 1 alloc $((MGPU_MEMORY_MIB + 1)) 2>&1 | sed 's/^/probe /'; "
+                 "echo done; exec sleep 3600");
+  const ResourceNames names = Config().Names();
+  pod["spec"]["containers"][0]["resources"]["limits"] = {{names.dra_resource, "1"}};
+  pod["metadata"]["annotations"][names.dra_limits] =
+      json({{"c", {{names.core, "20"}, {names.memory, "2048"}}}}).dump();
+  ASSERT_TRUE(Api().Create(kube::kPods, "default", pod).ok());
   ASSERT_TRUE(Running("guarded"));
+  const std::string port = cluster_->Env("MGPU_CLUSTER_EXTENDER_PORT");
+  EXPECT_TRUE(Poll(
+      [&] {
+        const json view = json::parse(Sh("curl -sfk https://127.0.0.1:" + port + "/v1/nodes").out, nullptr, false);
+        if (!view.is_object()) return false;
+        for (const json& n : view.value("nodes", json::array()))
+          for (const json& c : n.value("cards", json::array()))
+            if (c.value("core", 0) >= 20 && c.value("memoryMiB", 0) >= 2048) return true;
+        return false;
+      },
+      kWait))
+      << "the extender does not count the claim: " << Sh("curl -sk https://127.0.0.1:" + port + "/v1/nodes").out;
   const auto printed = Printed("guarded", "\ndone");
   EXPECT_EQ(printed.at("preload"), cluster_->state() + "/mgpu/lib/libmgpu-guard.so");
   EXPECT_EQ(printed.at("MGPU_MEMORY_MIB"), "2048");

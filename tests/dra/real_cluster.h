@@ -22,8 +22,10 @@
 #include <thread>
 #include <vector>
 
+#include "common/file.h"
 #include "common/kube/client.h"
 #include "common/kube/kubeconfig.h"
+#include "common/yaml_json.h"
 
 namespace mgpu::testing::dra {
 
@@ -139,8 +141,61 @@ class Cluster {
   }
 
   void Down() {
+    extender_.reset();
     if (up_) Sh(Script("down"));
     up_ = false;
+  }
+
+  // mgpu-scheduler-extender of `build` on this machine, where the cluster's kube-scheduler configuration calls
+  // it (the node's address with a kubelet, loopback without: it listens on both), serving a certificate for
+  // the names it is called by (the scheduler's serverName, and 127.0.0.1 for the webhooks) signed by the CA
+  // cluster.sh gave the scheduler; with `webhooks`, deploy/dra/webhook.yaml pointed at it. "" once it is
+  // ready, else why not. It stops with the cluster.
+  std::string StartExtender(const std::string& build, bool webhooks) {
+    const std::string tls = state_ + "/extender-tls";
+    const Output cert = Sh(
+        "cd " + tls +
+        " && openssl req -new -newkey rsa:2048 -nodes -keyout dra.key -subj /CN=mgpu-dra -out dra.csr "
+        "&& printf 'subjectAltName=DNS:mgpu-scheduler-extender.mgpu-system.svc,IP:127.0.0.1\\n' > dra.ext && "
+        "openssl x509 -req -in dra.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile dra.ext "
+        "-out dra.crt");
+    if (cert.rc != 0) return "cannot make the extender's certificate: " + cert.out;
+    const std::string port = Env("MGPU_CLUSTER_EXTENDER_PORT");
+    const std::string config = state_ + "/dra-extender.yaml";
+    std::ofstream(config) << "extender:\n  listenAddress: 0.0.0.0:" << port << "\n  tlsCertFile: " << tls
+                          << "/dra.crt\n  tlsKeyFile: " << tls << "/dra.key\n";
+    extender_ = std::make_unique<Background>(
+        std::vector<std::string>{build + "/src/extender/mgpu-scheduler-extender", "--kubeconfig",
+                                 state_ + "/kubeconfig", "--config", config},
+        state_ + "/logs/dra-extender.log");
+    if (!Poll([&] { return Sh("curl -sfk https://127.0.0.1:" + port + "/readyz").rc == 0; },
+              std::chrono::seconds(300)))
+      return "the extender did not get ready: " + Sh("tail -20 " + state_ + "/logs/dra-extender.log").out;
+    if (!webhooks) return "";
+    Result<std::string> ca = ReadFile(tls + "/caBundle");
+    if (!ca.ok()) return ca.message();
+    std::string bundle = *ca;
+    while (!bundle.empty() && (bundle.back() == '\n' || bundle.back() == ' ')) bundle.pop_back();
+    // deploy/dra/webhook.yaml, with the extender's address on this machine instead of its Service.
+    Result<std::string> yaml = ReadFile(repo_ + "/deploy/dra/webhook.yaml");
+    if (!yaml.ok()) return yaml.message();
+    Result<std::vector<nlohmann::json>> docs = YamlDocumentsToJson(*yaml);
+    if (!docs.ok()) return docs.message();
+    const std::string group = "/apis/admissionregistration.k8s.io/v1";
+    const kube::ApiResource mutating{group, "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
+                                     false};
+    const kube::ApiResource validating{group, "validatingwebhookconfigurations",
+                                       "ValidatingWebhookConfiguration", false};
+    for (nlohmann::json doc : *docs) {
+      for (nlohmann::json& w : doc["webhooks"]) {
+        const std::string path = w["clientConfig"]["service"]["path"];
+        w["clientConfig"] = {{"url", "https://127.0.0.1:" + port + path}, {"caBundle", bundle}};
+      }
+      kube::ApiResult r =
+          client_->Create(doc["kind"] == "MutatingWebhookConfiguration" ? mutating : validating, "", doc);
+      if (!r.ok()) return "the API server refused " + doc["kind"].get<std::string>() + ": " + r.message();
+    }
+    return "";
   }
 
   std::string Script(const std::string& verb) const {
@@ -159,6 +214,7 @@ class Cluster {
   std::string kubectl_;
   std::map<std::string, std::string> env_;
   std::unique_ptr<kube::Client> client_;
+  std::unique_ptr<Background> extender_;
 };
 
 }  // namespace mgpu::testing::dra
