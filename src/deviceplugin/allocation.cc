@@ -38,40 +38,8 @@ void SortUniqueBelow(std::vector<int64_t>& v, int64_t bound) {
     if (present[static_cast<size_t>(x)]) v.push_back(x);
 }
 
-const Card* FindCard(const std::vector<Card>& cards, std::string_view uuid) {
-  for (const Card& c : cards) {
-    if (c.uuid == uuid) return &c;
-  }
-  return nullptr;
-}
-
 std::string Name(Resource resource) { return std::string(ShortName(resource)); }
 
-// A device ID of `resource` on a card of this node, parsed. `hint` is tried first (IDs come card by card).
-struct ReadDevice {
-  const Card* card;
-  int64_t ordinal;
-};
-Result<ReadDevice> ReadId(std::string_view id, Resource resource, const std::vector<Card>& cards,
-                          const Config& config, const Card* hint) {
-  auto parsed = ParseDeviceId(id);
-  if (!parsed.ok()) return parsed.error();
-  if (parsed->resource != resource) {
-    return Error{"device ID " + std::string(id) + " is a " + Name(parsed->resource) +
-                 " device, asked for as " + Name(resource)};
-  }
-  const Card* card = hint && hint->uuid == parsed->card_uuid ? hint : FindCard(cards, parsed->card_uuid);
-  if (!card) {
-    return Error{"device ID " + std::string(id) + " names card " + std::string(parsed->card_uuid) +
-                 ", which this node does not have"};
-  }
-  if (parsed->ordinal >= DevicesPerCard(*card, resource, config)) {
-    return Error{"device ID " + std::string(id) + " is beyond the " +
-                 std::to_string(DevicesPerCard(*card, resource, config)) + " " + Name(resource) +
-                 " devices of card " + card->uuid};
-  }
-  return ReadDevice{card, parsed->ordinal};
-}
 
 Result<std::map<std::string, CardDevices>> GroupByCard(Resource resource, const PreferredRequest& request,
                                                        const std::vector<Card>& cards, const Config& config) {
@@ -79,7 +47,7 @@ Result<std::map<std::string, CardDevices>> GroupByCard(Resource resource, const 
   const Card* card = nullptr;
   CardDevices* devices = nullptr;
   const auto add = [&](std::string_view id, const char* list, bool must) -> Status {
-    auto read = ReadId(id, resource, cards, config, card);
+    auto read = ReadDeviceId(id, resource, cards, config, card);
     if (!read.ok()) return Error{std::string(list) + " " + read.message()};
     if (read->card != card) {
       card = read->card;
@@ -265,41 +233,6 @@ Result<Preference> ChoosePreferred(Resource resource, const PreferredRequest& re
   auto ids = Fallback(resource, request, *by_card, hint, cards, config);
   if (!ids.ok()) return ids.error();
   return Preference{std::move(*ids), "", ""};
-}
-
-Result<ResourceAllocation> ReadAllocation(Resource resource, const std::vector<std::string>& device_ids,
-                                          const std::vector<Card>& cards, const Config& config) {
-  if (device_ids.empty()) return Error{"Allocate asked for no " + Name(resource) + " devices"};
-  std::map<int, int64_t> count_by_index;  // card index → devices
-  std::unordered_set<std::string_view> seen;
-  seen.reserve(device_ids.size());
-  ResourceAllocation out;
-  out.resource = resource;
-  const Card* card = nullptr;
-  for (const std::string& id : device_ids) {
-    if (!seen.insert(id).second) return Error{"device ID " + id + " is asked for twice"};
-    auto read = ReadId(id, resource, cards, config, card);
-    if (!read.ok()) return read.error();
-    card = read->card;
-    if (!card->healthy) {
-      return Error{"device ID " + id + " is on card " + card->uuid + " (index " +
-                   std::to_string(card->index) + "), which is unhealthy"};
-    }
-    if (count_by_index[card->index]++ == 0) out.cards.push_back(*card);
-  }
-  std::sort(out.cards.begin(), out.cards.end(),
-            [](const Card& a, const Card& b) { return a.index < b.index; });
-  const int64_t first = count_by_index[out.cards.front().index];
-  for (const Card& c : out.cards) {
-    if (count_by_index[c.index] != first) {
-      return Error{"the " + Name(resource) + " device IDs give card " + out.cards.front().uuid + " " +
-                   std::to_string(first) + " and card " + c.uuid + " " +
-                   std::to_string(count_by_index[c.index]) +
-                   "; a container takes an equal share of each of its cards"};
-    }
-  }
-  out.per_card = first * UnitOf(resource, config);
-  return out;
 }
 
 }  // namespace mgpu::dp

@@ -1,6 +1,6 @@
-// The plugin's allocation decisions (DESIGN §5 steps 2 and 3) as pure functions of what the kubelet sends,
-// the node's cards and config: which device IDs to prefer for a container, and what a set of device IDs
-// means. No I/O, no locks, no clocks.
+// The plugin's preferred allocation (DESIGN §5 step 2) as a pure function of what the kubelet sends, the
+// node's cards and config: which device IDs to prefer for a container (what a set of device IDs means, step
+// 3, is ReadAllocation in devices.h). No I/O, no locks, no clocks.
 #pragma once
 
 #include <cstdint>
@@ -52,17 +52,5 @@ Result<Preference> ChoosePreferred(Resource resource, const PreferredRequest& re
                                    const std::vector<PendingContainer>& candidates,
                                    const std::vector<std::string>& just_allocated,
                                    const std::vector<Card>& cards, const Config& config);
-
-// One container's allocation of one resource, read from the IDs of an Allocate call.
-struct ResourceAllocation {
-  Resource resource = Resource::kCore;
-  std::vector<Card> cards;  // by card index
-  int64_t per_card = 0;     // percent (cores) or MiB (memory) on each card
-};
-
-// Step 3: what the device IDs mean. Every ID must be a well-formed ID of `resource` on a known, healthy card,
-// without repeats, and every card must get the same amount; anything else is an error naming the ID or card.
-Result<ResourceAllocation> ReadAllocation(Resource resource, const std::vector<std::string>& device_ids,
-                                          const std::vector<Card>& cards, const Config& config);
 
 }  // namespace mgpu::dp

@@ -3,7 +3,7 @@
 //   <card uuid>-c<k>  mgpu-core, k in [0, 100)
 //   <card uuid>-m<k>  mgpu-memory, k in [0, capacity / memoryUnitMiB)
 //   <card uuid>-r<k>  reclaimed-mgpu-core, k in [0, 100)
-// Pure functions; no I/O.
+// And what the IDs of an Allocate call mean (DESIGN §5 step 3). Pure functions; no I/O.
 #pragma once
 
 #include <cstdint>
@@ -40,5 +40,30 @@ int64_t UnitOf(Resource resource, const Config& config);
 int64_t DevicesOf(const CardShare& share, Resource resource, const Config& config);
 // Devices of `resource` a container asks for in all, over all its cards (its memory is whole units already).
 int64_t DevicesOf(const ContainerRequest& request, Resource resource, const Config& config);
+
+// The card of `uuid` among `cards`; null when there is none.
+const Card* FindCard(const std::vector<Card>& cards, std::string_view uuid);
+
+// A device ID of `resource` on a card of this node, read: its card and ordinal. `hint` is tried first (IDs
+// come card by card). An ID of another resource, of a card the node does not have or beyond the card's
+// devices is an error naming it.
+struct ReadDevice {
+  const Card* card;
+  int64_t ordinal;
+};
+Result<ReadDevice> ReadDeviceId(std::string_view id, Resource resource, const std::vector<Card>& cards,
+                                const Config& config, const Card* hint = nullptr);
+
+// One container's allocation of one resource, read from the IDs of an Allocate call.
+struct ResourceAllocation {
+  Resource resource = Resource::kCore;
+  std::vector<Card> cards;  // by card index
+  int64_t per_card = 0;     // percent (cores) or MiB (memory) on each card
+};
+
+// Step 3: what the device IDs mean. Every ID must be a well-formed ID of `resource` on a known, healthy card,
+// without repeats, and every card must get the same amount; anything else is an error naming the ID or card.
+Result<ResourceAllocation> ReadAllocation(Resource resource, const std::vector<std::string>& device_ids,
+                                          const std::vector<Card>& cards, const Config& config);
 
 }  // namespace mgpu::dp
