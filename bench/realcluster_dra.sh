@@ -132,7 +132,7 @@ phase mgpu
 sleep $((delay_ms / 1000 + 2))
 read -r used over < <(extender_cards)
 echo "  mgpu pods' cards (the extender's view): $used used, $over over capacity"
-kubectl delete pods -n default -l phase=mgpu --force --grace-period=0 >/dev/null 2>&1
+kubectl delete pods -n default -l phase=mgpu --force --grace-period=0 --wait=false >/dev/null 2>&1 || true
 for ((i = 0; i < 300; i++)); do
   read -r used over < <(extender_cards)
   [ "$used" != 0 ] || break
