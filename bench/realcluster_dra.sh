@@ -19,7 +19,8 @@
 # the cards holds only what the allocator also sees.
 # Prints pods/s of each phase (from the pods' PodScheduled times, one second resolution), the cards the mgpu
 # and the DRA pods hold, and checks that no card is over its capacity (the extender's /v1/nodes; the claims'
-# consumed capacity summed per card). A benchmark, not a test: run it on a quiet machine, under nice.
+# consumed capacity summed per card, against the slices' capacities; exits 1 when any card is over). A
+# benchmark, not a test: run it on a quiet machine, under nice.
 #   bench/realcluster_dra.sh [--qps default|N] [--nodes 1000] [--pods 2000] [--delay-ms 1000]
 #                            [--cards fixed|any|VARIANT] [--dra-scores on|off] [--state-dir DIR] [--port-base N]
 # Needs the build's mgpu-scheduler-extender, mgpu-api-nodes and mgpu-dra-slices, curl, jq and bc.
@@ -139,8 +140,19 @@ for ((i = 0; i < 300; i++)); do
   sleep 1
 done
 phase dra
-kubectl get resourceclaims -n default -o json | jq -r '
+# Every claim's consumed capacity summed per card, against the card's capacity as its slice publishes it.
+mib='def mib: if endswith("Gi") then (.[:-2] | tonumber * 1024) elif endswith("Mi") then (.[:-2] | tonumber)
+  else (tonumber / 1048576) end;'
+kubectl get resourceslices -o json | jq "$mib"'
+  [.items[] | .spec.pool.name as $pool | .spec.devices[]? | select(.capacity.memory) |
+   {key: ($pool + "/" + (.name | capture("^gpu-(?<i>[0-9]+)-").i)), value: (.capacity.memory.value | mib)}] |
+  from_entries' >"$state/capacity.json"
+read -r used over < <(kubectl get resourceclaims -n default -o json | jq -r --slurpfile capacity "$state/capacity.json" "$mib"'
   [.items[] | .status.allocation.devices.results[]? | select(.driver == "mgpu.io") |
-   {card: (.pool + "/" + (.device | capture("^gpu-(?<i>[0-9]+)-").i)), cores: (.consumedCapacity.cores // "0" | tonumber)}] |
-  group_by(.card) | map({cores: (map(.cores) | add)}) |
-  "  dra pods'"'"' cards (their claims): \(length) used, \(map(select(.cores > 100)) | length) over 100 cores"'
+   {card: (.pool + "/" + (.device | capture("^gpu-(?<i>[0-9]+)-").i)),
+    cores: (.consumedCapacity.cores // "0" | tonumber), memory: (.consumedCapacity.memory // "0" | mib)}] |
+  group_by(.card) | map({card: .[0].card, cores: (map(.cores) | add), memory: (map(.memory) | add)}) |
+  "\(length) \(map(select(.cores > 100 or .memory > $capacity[0][.card])) | length)"')
+echo "  dra pods' cards (their claims): $used used, $over over capacity (cores or memory)"
+read -r _ mgpu_over < <(extender_cards)
+[ "$over" = 0 ] && [ "$mgpu_over" = 0 ] || { echo "realcluster_dra.sh: cards over capacity" >&2; exit 1; }
