@@ -72,8 +72,10 @@ PodFacts ReadWith(const json& pod, const Config& config, Result<PodRequest> requ
 // ReadPod with `parse` reading the request of a pod object: the pod's own, or a DRA pod's as it was written.
 template <typename Parse>
 PodFacts ReadParsed(const json& pod, const Config& config, Parse parse) {
+  const std::string dra_limits = config.Names().dra_limits;
+  if (!FindPath(pod, {"metadata", "annotations", dra_limits.c_str()})) return ReadWith(pod, config, parse(pod));
   Result<std::optional<json>> written = dra::WithDraLimits(pod, config);
-  if (written.ok() && !*written) return ReadWith(pod, config, parse(pod));
+  if (written.ok() && !*written) return ReadWith(pod, config, parse(pod));  // not a string: not ours
   PodFacts out = ReadWith(pod, config, written.ok() ? parse(**written) : Result<PodRequest>(PodRequest{}));
   out.dra = true;
   if (!written.ok()) {  // its claims still stand: kube-scheduler places it, without mgpu's scores
