@@ -425,7 +425,8 @@ Result<HeldShare> HeldOn(const ClaimFacts& claim, const NodeState& node, const C
   r.compute_policy = share->policy;
   const int n = static_cast<int>(cards.size());
   r.containers.push_back(ContainerRequest{std::string(kRequestName), false, share->core_per_card * n,
-                                          share->reclaimed_core_per_card * n, share->memory_per_card_mib * n, n});
+                                          share->reclaimed_core_per_card * n, share->memory_per_card_mib * n,
+                                          n});
   ContainerAssignment& held = out.assignment.containers.emplace_back();
   held.container = kRequestName;
   for (const CardState* c : cards)
@@ -477,8 +478,10 @@ Result<std::optional<json>> WithDraLimits(const json& pod, const Config& config)
       json& resources = container["resources"];
       if (!resources.is_object()) resources = json::object();
       for (const char* kind : {"limits", "requests"})
-        if (resources.contains(kind) && resources[kind].is_object()) resources[kind].erase(names.dra_resource);
-      if (!resources.contains("limits") || !resources["limits"].is_object()) resources["limits"] = json::object();
+        if (resources.contains(kind) && resources[kind].is_object())
+          resources[kind].erase(names.dra_resource);
+      if (!resources.contains("limits") || !resources["limits"].is_object())
+        resources["limits"] = json::object();
       for (const auto& [r, v] : asked->items()) {
         if (r != names.core && r != names.reclaimed_core && r != names.memory)
           return Error{bad + "names " + r + ", which is not an mgpu resource"};

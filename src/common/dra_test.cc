@@ -249,7 +249,8 @@ TEST(DraClaims, ReadConsumedTakesQuantitiesAsTheAllocatorWritesThem) {
   EXPECT_FALSE(ReadConsumed(json::parse(R"({"consumedCapacity": {"cores": "1.5"}})")).ok());
 }
 
-// The extender's claim informer counts only allocated claims of the driver, and each on the cards of its node.
+// The extender's claim informer counts only allocated claims of the driver, and each on the cards of its
+// node.
 TEST(ReadClaim, CountsTheDriversAllocationOnItsNodesCards) {
   const Config config;
   EXPECT_FALSE(*ReadClaim(test::Claim("pending", "u0", nullptr), config));
@@ -268,10 +269,12 @@ TEST(ReadClaim, CountsTheDriversAllocationOnItsNodesCards) {
                      test::Result("gpu-1-fixed-online", {{"cores", "30"}, {"memory", "1Gi"}}, "node-b")}),
         "two pools");
 
-  const NodeState node = MakeNodeState("node-a", *testobj::NodeOf(testobj::Node("node-a", 2, 16384)).inventory, config);
+  const NodeState node =
+      MakeNodeState("node-a", *testobj::NodeOf(testobj::Node("node-a", 2, 16384)).inventory, config);
   Result<std::optional<ClaimFacts>> two = ReadClaim(
-      test::Claim("two", "u3", json::array({test::Result("gpu-0-fixed-online", {{"cores", "40"}, {"memory", "2Gi"}}),
-                                            test::Result("gpu-1-fixed-online", {{"cores", "40"}, {"memory", "2Gi"}})})),
+      test::Claim("two", "u3",
+                  json::array({test::Result("gpu-0-fixed-online", {{"cores", "40"}, {"memory", "2Gi"}}),
+                               test::Result("gpu-1-fixed-online", {{"cores", "40"}, {"memory", "2Gi"}})})),
       config);
   ASSERT_TRUE(two.ok() && *two);
   EXPECT_EQ((*two)->node, "node-a");
@@ -297,7 +300,8 @@ TEST(ReadClaim, CountsTheDriversAllocationOnItsNodesCards) {
   EXPECT_TRUE(Apply(alone, card->request, card->assignment).ok());
 
   Result<std::optional<ClaimFacts>> far =
-      ReadClaim(test::Claim("far", "u5", json::array({test::Result("gpu-7-fixed", {{"cores", "30"}, {"memory", "1Gi"}})})),
+      ReadClaim(test::Claim("far", "u5",
+                            json::array({test::Result("gpu-7-fixed", {{"cores", "30"}, {"memory", "1Gi"}})})),
                 config);
   Result<HeldShare> none = HeldOn(**far, node, config);
   ASSERT_FALSE(none.ok());

@@ -26,11 +26,10 @@ std::set<std::string> StartedContainers(const json& pod) {
 }
 
 // ReadPod, the request already parsed.
-PodFacts ReadWith(const json& pod, const Config& config, Result<PodRequest> request) {
+PodFacts ReadWith(const json& pod, const ResourceNames& names, Result<PodRequest> request) {
   PodFacts out;
   out.request = std::move(request);
   if (!pod.is_object()) return out;
-  const ResourceNames names = config.Names();
   out.key = PodKey(MetadataString(pod, "namespace"), MetadataString(pod, "name"));
   out.uid = MetadataString(pod, "uid");
   out.resource_version = MetadataString(pod, "resourceVersion");
@@ -72,11 +71,12 @@ PodFacts ReadWith(const json& pod, const Config& config, Result<PodRequest> requ
 // ReadPod with `parse` reading the request of a pod object: the pod's own, or a DRA pod's as it was written.
 template <typename Parse>
 PodFacts ReadParsed(const json& pod, const Config& config, Parse parse) {
-  const std::string dra_limits = config.Names().dra_limits;
-  if (!FindPath(pod, {"metadata", "annotations", dra_limits.c_str()})) return ReadWith(pod, config, parse(pod));
+  const ResourceNames names = config.Names();
+  if (!FindPath(pod, {"metadata", "annotations", names.dra_limits.c_str()}))
+    return ReadWith(pod, names, parse(pod));
   Result<std::optional<json>> written = dra::WithDraLimits(pod, config);
-  if (written.ok() && !*written) return ReadWith(pod, config, parse(pod));  // not a string: not ours
-  PodFacts out = ReadWith(pod, config, written.ok() ? parse(**written) : Result<PodRequest>(PodRequest{}));
+  if (written.ok() && !*written) return ReadWith(pod, names, parse(pod));  // not a string: not ours
+  PodFacts out = ReadWith(pod, names, written.ok() ? parse(**written) : Result<PodRequest>(PodRequest{}));
   out.dra = true;
   if (!written.ok()) {  // its claims still stand: kube-scheduler places it, without mgpu's scores
     out.problems.push_back("pod " + out.key + ": " + written.message());

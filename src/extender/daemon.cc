@@ -30,6 +30,10 @@ void KeepAllocation(kube::Json& claim) {
   claim = std::move(slim);
 }
 
+std::string ClaimKeyOf(const kube::Json& claim) {
+  return kube::MetadataString(claim, "namespace") + "/" + kube::MetadataString(claim, "name");
+}
+
 // POD_NAME (the Deployment sets it from the downward API) or the host name, plus a random suffix so that a
 // restarted replica never mistakes the lease of its previous life for its own.
 std::string Identity() {
@@ -112,9 +116,10 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
         return;
       }
       if (!said)
-        spdlog::info("DRA pods pass without mgpu's scores until ResourceClaims can be listed ({}); looking "
-                     "again every {} s",
-                     probe.message(), kClaimProbe.count());
+        spdlog::info(
+            "DRA pods pass without mgpu's scores until ResourceClaims can be listed ({}); looking "
+            "again every {} s",
+            probe.message(), kClaimProbe.count());
       said = true;
     } while (claim_probe_.SleepFor(kClaimProbe));
   });
@@ -150,17 +155,17 @@ void Daemon::StartClaims() {
   const Config& config = config_;
   const auto upsert = [&cache, &config](const kube::Json& c) {
     Result<std::optional<dra::ClaimFacts>> claim = dra::ReadClaim(c, config);
-    if (claim.ok() && *claim) return cache.UpsertClaim(**claim);
+    if (claim.ok() && *claim) {
+      cache.UpsertClaim(**claim);
+      return;
+    }
     if (!claim.ok()) spdlog::warn("not counting {}", claim.message());
-    cache.DeleteClaim(kube::MetadataString(c, "namespace") + "/" + kube::MetadataString(c, "name"));
+    cache.DeleteClaim(ClaimKeyOf(c));  // deallocated, or unreadable: it holds nothing we can count
   };
   claims_ = std::make_unique<kube::Informer>(
       *client_, kube::InformerOptions{.resource = kube::kResourceClaims, .transform = KeepAllocation},
       kube::InformerHandlers{upsert, [upsert](const kube::Json&, const kube::Json& c) { upsert(c); },
-                             [&cache](const kube::Json& c) {
-                               cache.DeleteClaim(kube::MetadataString(c, "namespace") + "/" +
-                                                 kube::MetadataString(c, "name"));
-                             }});
+                             [&cache](const kube::Json& c) { cache.DeleteClaim(ClaimKeyOf(c)); }});
   claims_->Start();
   spdlog::info("counting DRA claims: DRA pods' nodes are scored with mgpu's policy");
 }

@@ -66,7 +66,8 @@ DraRewrite RewritePodForDra(const json& pod, const PodRequest& request, const Co
       const json* limits = FindPath(container, {"resources", "limits"});
       if (limits == nullptr || !limits->is_object())
         out.patch.push_back({{"op", "add"}, {"path", base + "/limits"}, {"value", json::object()}});
-      out.patch.push_back({{"op", "add"}, {"path", base + "/limits/" + Token(names.dra_resource)}, {"value", "1"}});
+      out.patch.push_back(
+          {{"op", "add"}, {"path", base + "/limits/" + Token(names.dra_resource)}, {"value", "1"}});
       const json* claims = FindPath(container, {"resources", "claims"});
       if (claims == nullptr || !claims->is_array())
         out.patch.push_back({{"op", "add"}, {"path", base + "/claims"}, {"value", json::array()}});

@@ -257,10 +257,12 @@ TEST(ExtenderDra, ClaimsCountOnTheirCardsAndDraPodsAreScoredByThem) {
   EXPECT_EQ(extender.Choose(args).passed, std::vector<size_t>{1});
   // Where its claims fit is kube-scheduler's to say: a pod too big for the extender's view passes anyway.
   EXPECT_EQ(extender.Filter(Args(DraPod(Pod("big", 100, 16384)), nodes)).passed.size(), 2u);
+  // Preemption: kube-scheduler's victims stand, also on a node the extender does not know.
   PreemptArgs preempt;
   preempt.pod = args.pod;
   preempt.victims["dra-b"] = MetaVictims{{"uid-someone"}, 0};
-  EXPECT_EQ(extender.Preempt(preempt).size(), 1u);
+  preempt.victims["elsewhere"] = MetaVictims{{"uid-other"}, 0};
+  EXPECT_EQ(extender.Preempt(preempt).size(), 2u);
   // A device-plugin pod fits no DRA node, and says why.
   const FilterResult plain = extender.Filter(Args(Pod("q", 30, 4096), nodes));
   EXPECT_TRUE(plain.passed.empty());
