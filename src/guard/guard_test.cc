@@ -379,7 +379,7 @@ TEST_F(GuardTest, OfflineIsHeldWhileOnlineLaunchesAndReleasedAfter) {
   const Env offline = {{"MGPU_QOS_LEVEL", "offline"},         {"MGPU_CORE_PERCENT", ""},
                        {"MGPU_RECLAIMED_CORE_PERCENT", "50"}, {"MGPU_CONTAINER_TOKEN", "offline-b"},
                        {"FAKE_CUDA_TAG", "offline"},          {"FAKE_CUDA_LOG", Path("log")},
-                       {"MGPU_GUARD_RELEASE_MS", "500"}};
+                       {"MGPU_GUARD_RELEASE_MS", "1000"}};  // longer than a loaded machine stalls
   // Alone on the card, offline work launches freely.
   EXPECT_EQ(Run({"launch", "3"}, offline).lines, (Lines{"launched 3 0"}));
   ASSERT_TRUE(Record("offline-b"));
@@ -578,10 +578,11 @@ TEST_F(GuardTest, EveryLaunchPathWaitsForOnlineWork) {
       args.insert(args.end(), {kind, "1"});
       auto held = Start(args, {{"MGPU_QOS_LEVEL", "offline"},
                                {"MGPU_CONTAINER_TOKEN", token},
-                               {"MGPU_GUARD_RELEASE_MS", "300"}});  // longer than a loaded machine stalls
+                               {"MGPU_GUARD_RELEASE_MS", "1000"}});  // longer than a loaded machine stalls
+      // held_back counts a launch that waited; it stays counted if a stalled online process lets it go early.
       EXPECT_TRUE(Eventually([&] {
         auto c = Container(token);
-        return c && c->waiting == 1 && c->held_back == 1;
+        return c && c->held_back == 1;
       })) << kind
           << " " << path[1];
       Touch("stop");
@@ -699,7 +700,9 @@ TEST_F(GuardTest, AProcessKilledWhileItsLaunchWaitedLeavesNoWaitBehind) {
     auto c = Container("online-a");
     return c && c->launches > 0;
   }));
-  const Env offline = {{"MGPU_QOS_LEVEL", "offline"}, {"MGPU_CONTAINER_TOKEN", "offline-b"}};
+  const Env offline = {{"MGPU_QOS_LEVEL", "offline"},
+                       {"MGPU_CONTAINER_TOKEN", "offline-b"},
+                       {"MGPU_GUARD_RELEASE_MS", "1000"}};  // longer than a loaded machine stalls
   auto held = Start({"launch", "1"}, offline);
   ASSERT_TRUE(Eventually([&] {
     auto r = Record("offline-b");
