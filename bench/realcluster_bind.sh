@@ -17,7 +17,8 @@
 # connections, the events it created or skipped, the cards in use and any card over-committed. The CPU
 # figures hardly depend on what else runs on the machine; the rates do: the script prints the load average.
 # The extender's memory (RSS, its mgpu_extender_heap_bytes, threads) before the first phase, with each phase's
-# pods bound, and once they are deleted and it has settled (issue 27's "memory you can state").
+# pods bound, and once they are deleted and it has settled, its burst's workers ended (issue 27's "memory you
+# can state").
 #   bench/realcluster_bind.sh [--qps 1000|default] [--nodes 1000] [--pods 2000] [--plain 2000]
 #       [--delay-ms 1000] [--verbs choose|filter-prioritize] [--phases plain,mgpu,mixed]
 #       [--state-dir DIR] [--port-base N]
@@ -144,10 +145,18 @@ scheduler_startup=$(echo "$(ticks "$(pid_of kube-scheduler)") - ${idle_rate[kube
 echo "idle CPU, ms/s: $(for p in "${processes[@]}"; do printf '%s %.1f  ' "$p" "$(echo "1000 * ${idle_rate[$p]} / $clk" | bc -l)"; done)" >&2
 echo "kube-scheduler start-up: $(echo "scale=1; 1000 * $scheduler_startup / $clk" | bc) ms of CPU" >&2
 
+threads_of() { awk '/Threads/ {print $2}' "/proc/$1/status"; }
 # The extender's RSS, heap and threads, once its RSS has not moved for 3 s (it hands freed memory back a
-# second or two after a wave of deletions).
+# second or two after a wave of deletions); given a thread count, first once it runs no more threads than
+# that (up to 150 s: the HTTP workers a burst started end after a minute idle, WorkerPool).
 extender_memory() {
   local last=-1 same=0 rss
+  if [ $# -gt 0 ]; then
+    for _ in $(seq 300); do
+      [ "$(threads_of "$extender_pid")" -gt "$1" ] || break
+      sleep 0.5
+    done
+  fi
   for _ in $(seq 120); do
     rss=$(awk '/VmRSS/ {print $2}' "/proc/$extender_pid/status")
     if [ "$rss" = "$last" ]; then same=$((same + 1)); else same=0; fi
@@ -155,9 +164,10 @@ extender_memory() {
     [ $same -lt 6 ] || break
     sleep 0.5
   done
-  echo "RSS $rss kB, heap $(metric "$(curl -sk "$extender_url/metrics")" mgpu_extender_heap_bytes) bytes, $(awk '/Threads/ {print $2}' "/proc/$extender_pid/status") threads"
+  echo "RSS $rss kB, heap $(metric "$(curl -sk "$extender_url/metrics")" mgpu_extender_heap_bytes) bytes, $(threads_of "$extender_pid") threads"
 }
 echo "extender memory with $nodes nodes and no pods: $(extender_memory)"
+empty_threads=$(threads_of "$extender_pid")
 
 pods_json() {  # mgpu count, plain count
   echo '{"apiVersion":"v1","kind":"List","items":['
@@ -254,7 +264,7 @@ run_phase() {  # name, mgpu pods, plain pods
   echo "  extender memory with the pods: $(extender_memory)"
   kubectl delete pods -n default --all --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
   until [ "$(kubectl get pods -n default -o name | wc -l)" = 0 ]; do sleep 1; done
-  echo "  extender memory after deleting them: $(extender_memory)"
+  echo "  extender memory after deleting them: $(extender_memory "$empty_threads")"
 }
 
 echo "real kube-scheduler $(kubectl version -o json | jq -r .serverVersion.gitVersion); extender $("$build/src/extender/mgpu-scheduler-extender" --version 2>/dev/null || echo "(no --version)")"

@@ -11,6 +11,7 @@
 #include <openssl/err.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <csignal>
@@ -416,7 +417,12 @@ class BoundedHttpServer::Server final : public httplib::Server {
   std::map<std::string, Holding> clients_;
 };
 
-WorkerPool::WorkerPool(size_t max_threads) : max_threads_(std::max<size_t>(1, max_threads)) {}
+namespace {
+std::atomic<uint64_t> g_retired_workers{0};
+}  // namespace
+
+WorkerPool::WorkerPool(size_t max_threads, std::chrono::milliseconds idle_limit)
+    : max_threads_(std::max<size_t>(1, max_threads)), idle_limit_(idle_limit) {}
 
 WorkerPool::~WorkerPool() { shutdown(); }
 
@@ -427,11 +433,11 @@ void WorkerPool::enqueue(std::function<void()> job) {
     idle_.pop_back();
     worker->job = std::move(job);
     worker->wake.notify_one();
-  } else if (threads_.size() < max_threads_ && !stopping_) {
+  } else if (workers_.size() < max_threads_ && !stopping_) {
     workers_.push_back(std::make_unique<Worker>());
     Worker& worker = *workers_.back();
     worker.job = std::move(job);
-    threads_.emplace_back([this, &worker] { Run(worker); });
+    worker.thread = std::thread([this, &worker] { Run(worker); });  // Run waits for the lock held here
   } else {
     queue_.push_back(std::move(job));
   }
@@ -450,9 +456,13 @@ void WorkerPool::Run(Worker& worker) {
       return;
     } else {
       idle_.push_back(&worker);
-      worker.wake.wait(lock, [&] { return worker.job || stopping_; });
-      if (!worker.job) std::erase(idle_, &worker);  // stopping: nobody took it off
-      continue;
+      const bool woken = worker.wake.wait_for(lock, idle_limit_, [&] { return worker.job || stopping_; });
+      if (!worker.job) std::erase(idle_, &worker);  // stopping or idle too long: nobody took it off
+      if (woken) continue;
+      std::vector<std::unique_ptr<Worker>> earlier = Retire(worker);
+      lock.unlock();
+      for (auto& w : earlier) w->thread.join();
+      return;
     }
     lock.unlock();
     job();
@@ -461,16 +471,29 @@ void WorkerPool::Run(Worker& worker) {
   }
 }
 
+std::vector<std::unique_ptr<WorkerPool::Worker>> WorkerPool::Retire(Worker& worker) {
+  std::vector<std::unique_ptr<Worker>> earlier = std::exchange(retired_, {});
+  auto it = std::find_if(workers_.begin(), workers_.end(), [&](const auto& w) { return w.get() == &worker; });
+  retired_.push_back(std::move(*it));
+  workers_.erase(it);
+  g_retired_workers.fetch_add(1);
+  return earlier;
+}
+
 void WorkerPool::shutdown() {
-  std::vector<std::thread> threads;
+  std::vector<std::unique_ptr<Worker>> workers;
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
     for (Worker* worker : idle_) worker->wake.notify_one();
-    threads.swap(threads_);
+    workers.swap(workers_);
+    for (auto& w : retired_) workers.push_back(std::move(w));
+    retired_.clear();
   }
-  for (std::thread& t : threads) t.join();
+  for (auto& w : workers) w->thread.join();
 }
+
+uint64_t WorkerPool::Retired() { return g_retired_workers.load(); }
 
 size_t WorkerPool::Threads() const {
   std::lock_guard lock(mu_);

@@ -65,31 +65,40 @@ std::string InternalErrorSentence(std::string_view daemon, std::string_view what
 // stack's pages, malloc's per-thread cache and arena): handing jobs round the whole pool, as
 // httplib::ThreadPool's shared condition variable does, left every one of the extender's 256 threads warm
 // (about 18 MB of RSS after a few thousand requests); hot-first keeps as many warm as were ever busy at once.
-// Shutdown runs the queued jobs, then joins.
+// A worker idle for `idle_limit` ends its thread, so that what a burst warmed goes back once it is over (the
+// thread's malloc cache returns to the arenas when it exits; the extender's trimmer then gives the pages
+// back). Shutdown runs the queued jobs, then joins.
 class WorkerPool : public httplib::TaskQueue {
  public:
-  explicit WorkerPool(size_t max_threads);
+  explicit WorkerPool(size_t max_threads, std::chrono::milliseconds idle_limit = std::chrono::minutes(1));
   ~WorkerPool() override;
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   void enqueue(std::function<void()> job) override;
   void shutdown() override;
-  size_t Threads() const;  // started so far
+  size_t Threads() const;  // running now
   size_t Idle() const;     // waiting for a job
+  // Threads that every pool of the process ended after idling past their limit, so far.
+  static uint64_t Retired();
 
  private:
   struct Worker {
     std::condition_variable wake;
     std::function<void()> job;
+    std::thread thread;
   };
   void Run(Worker& worker);
+  // Under the lock: `worker` leaves the pool; the caller joins what this returns, the workers that left
+  // before it (their threads have ended or are ending), outside the lock.
+  std::vector<std::unique_ptr<Worker>> Retire(Worker& worker);
 
   const size_t max_threads_;
+  const std::chrono::milliseconds idle_limit_;
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<Worker>> workers_;
-  std::vector<std::thread> threads_;
-  std::vector<Worker*> idle_;  // the last to go idle at the back
+  std::vector<std::unique_ptr<Worker>> retired_;  // left the pool, not yet joined
+  std::vector<Worker*> idle_;                     // the last to go idle at the back
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
 };

@@ -346,6 +346,25 @@ TEST(WorkerPoolTest, StartsAThreadOnlyWhenEveryWorkerIsBusyAndQueuesPastItsBound
   EXPECT_EQ(quick.load(), 5);
 }
 
+TEST(WorkerPoolTest, AWorkerIdlePastItsLimitEndsItsThread) {
+  Gate gate;
+  std::atomic<int> ran{0};
+  const uint64_t retired = WorkerPool::Retired();
+  WorkerPool pool(4, 50ms);
+  for (int i = 0; i < 3; ++i)
+    pool.enqueue([&] {
+      gate.Hold();
+      ++ran;
+    });
+  EXPECT_EQ(pool.Threads(), 3u);
+  gate.Open();  // the burst is over: each of its three threads ends once idle past the limit
+  ASSERT_TRUE(WaitUntil([&] { return pool.Threads() == 0; }, 10s));
+  EXPECT_EQ(WorkerPool::Retired() - retired, 3u);
+  EXPECT_EQ(pool.Idle(), 0u);
+  pool.enqueue([&] { ++ran; });  // the next job starts a thread again
+  ASSERT_TRUE(WaitUntil([&] { return ran.load() == 4; }, 10s));
+}
+
 TEST(WorkerPoolTest, ShutdownRunsTheQueuedJobsThenJoins) {
   Gate gate;
   std::atomic<int> ran{0}, held{0};

@@ -9,13 +9,14 @@
 #include <random>
 
 #include "common/dra.h"
+#include "common/http_server.h"
 #include "common/json_path.h"
 
 namespace mgpu::extender {
 namespace {
 
-// How often the trimmer looks whether pods were deleted: once a second passes with none after some were,
-// the wave is over and freed memory goes back to the system (malloc_trim).
+// How often the trimmer looks whether pods were deleted or workers ended: once a second passes with none
+// after some, the wave is over and freed memory goes back to the system (malloc_trim).
 constexpr std::chrono::milliseconds kTrimCheck{1000};
 // How often the extender looks again whether it may list ResourceClaims (docs/dra.md §7).
 constexpr std::chrono::seconds kClaimProbe{60};
@@ -123,13 +124,14 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
       said = true;
     } while (claim_probe_.SleepFor(kClaimProbe));
   });
-  // glibc keeps freed memory in its arenas: after a wave of deletions, hand it back so that RSS follows the
-  // cluster down. Trimming during the wave would only give back what the next pods take again.
+  // glibc keeps freed memory in its arenas: after a wave of deletions, or of HTTP workers ending their
+  // threads once a burst is over (WorkerPool), hand it back so that RSS follows the cluster down. Trimming
+  // during the wave would only give back what the next pods take again.
   trimmer_.Start([this] {
-    uint64_t seen = deleted_.load();
+    uint64_t seen = deleted_.load() + WorkerPool::Retired();
     bool wave = false;
     while (trimmer_.SleepFor(kTrimCheck)) {
-      const uint64_t now = deleted_.load();
+      const uint64_t now = deleted_.load() + WorkerPool::Retired();
       if (now != seen) {
         seen = now;
         wave = true;
