@@ -505,7 +505,7 @@ void PrioritizeRequest(benchmark::State& state, bool full) {
 void BM_FilterCache(benchmark::State& state) { FilterRequest(state, false); }
 void BM_FilterFullNodes(benchmark::State& state) { FilterRequest(state, true); }
 // A pod no node takes though the free capacity would hold it: the filter also diagnoses it and plans its
-// defragmentation for /metrics (Extender::NoteFragmentation), the worst case of a failing filter.
+// defragmentation for /metrics (Extender::Filter, Metrics::NoteFilter), the worst case of a failing filter.
 void BM_FilterCacheBlocked(benchmark::State& state) { FilterRequest(state, false, true); }
 void BM_PrioritizeCache(benchmark::State& state) { PrioritizeRequest(state, false); }
 void BM_PrioritizeFullNodes(benchmark::State& state) { PrioritizeRequest(state, true); }

@@ -27,19 +27,9 @@ std::string UuidAttribute(const Config& config) { return DriverName(config) + "/
 Result<std::optional<int64_t>> Asked(const json& requests, std::string_view name, bool memory) {
   const json* v = requests.is_object() && requests.contains(name) ? &requests[std::string(name)] : nullptr;
   if (v == nullptr || v->is_null()) return std::optional<int64_t>();
-  if (memory) {
-    if (!v->is_string()) {
-      auto whole = ParseWholeQuantityJson(*v);
-      if (!whole.ok()) return whole.error();
-      return std::optional<int64_t>((*whole + (int64_t{1} << 20) - 1) >> 20);
-    }
-    auto mib = ParseMebiQuantity(v->get<std::string>());
-    if (!mib.ok()) return mib.error();
-    return std::optional<int64_t>(*mib);
-  }
-  auto whole = ParseWholeQuantityJson(*v);
-  if (!whole.ok()) return whole.error();
-  return std::optional<int64_t>(*whole);
+  auto n = ParseQuantityJson(*v, memory ? QuantityUnit::kMebi : QuantityUnit::kWhole);
+  if (!n.ok()) return n.error();
+  return std::optional<int64_t>(*n);
 }
 
 }  // namespace

@@ -108,8 +108,14 @@ Result<int64_t> ParseMilliQuantity(std::string_view text) { return Scaled(text, 
 
 Result<int64_t> ParseMebiQuantity(std::string_view text) { return Scaled(text, 0, 20, false); }
 
-Result<int64_t> ParseWholeQuantityJson(const nlohmann::json& value) {
-  if (value.is_string()) return ParseWholeQuantity(value.get_ref<const std::string&>());
+Result<int64_t> ParseQuantityJson(const nlohmann::json& value, QuantityUnit unit) {
+  const auto parse = [unit](std::string_view text) {
+    return unit == QuantityUnit::kMilli  ? ParseMilliQuantity(text)
+           : unit == QuantityUnit::kMebi ? ParseMebiQuantity(text)
+                                         : ParseWholeQuantity(text);
+  };
+  if (value.is_string()) return parse(value.get_ref<const std::string&>());
+  if (value.is_number() && unit != QuantityUnit::kWhole) return parse(value.dump());  // 0.5 CPU, 1e9 bytes
   if (value.is_number_unsigned()) {
     if (value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
       return Error{value.dump() + " is too large"};

@@ -19,8 +19,12 @@ Result<int64_t> ParseMilliQuantity(std::string_view text);
 // The quantity divided by 2^20, rounded up ("1Gi" → 1024, "1G" → 954): memory bytes in MiB.
 Result<int64_t> ParseMebiQuantity(std::string_view text);
 
-// Same as ParseWholeQuantity for a JSON value: a quantity string, or a whole number (YAML manifests converted to JSON carry
-// numbers).
-Result<int64_t> ParseWholeQuantityJson(const nlohmann::json& value);
+// What a quantity is read as: a whole number (ParseWholeQuantity), thousandths (ParseMilliQuantity) or MiB
+// (ParseMebiQuantity).
+enum class QuantityUnit { kWhole, kMilli, kMebi };
+
+// A JSON value read as a quantity in `unit`: a quantity string, or a number (YAML manifests converted to JSON
+// carry numbers; a whole quantity must be a whole number).
+Result<int64_t> ParseQuantityJson(const nlohmann::json& value, QuantityUnit unit = QuantityUnit::kWhole);
 
 }  // namespace mgpu

@@ -57,12 +57,20 @@ TEST(Quantity, ReadsMemoryInMebibytesRoundingUp) {
 
 TEST(Quantity, AcceptsJsonNumbersAndStrings) {
   using nlohmann::json;
-  EXPECT_EQ(*ParseWholeQuantityJson(json(30)), 30);
-  EXPECT_EQ(*ParseWholeQuantityJson(json("4Ki")), 4096);
-  EXPECT_FALSE(ParseWholeQuantityJson(json(1.5)).ok());
-  EXPECT_FALSE(ParseWholeQuantityJson(json(-1)).ok());
-  EXPECT_FALSE(ParseWholeQuantityJson(json(true)).ok());
-  EXPECT_FALSE(ParseWholeQuantityJson(json::array()).ok());
+  EXPECT_EQ(*ParseQuantityJson(json(30)), 30);
+  EXPECT_EQ(*ParseQuantityJson(json("4Ki")), 4096);
+  EXPECT_FALSE(ParseQuantityJson(json(1.5)).ok());
+  EXPECT_FALSE(ParseQuantityJson(json(-1)).ok());
+  EXPECT_FALSE(ParseQuantityJson(json(true)).ok());
+  EXPECT_FALSE(ParseQuantityJson(json::array()).ok());
+  // Thousandths and MiB read numbers as their text: a YAML `cpu: 0.5` is 500 millicores.
+  EXPECT_EQ(*ParseQuantityJson(json(0.5), QuantityUnit::kMilli), 500);
+  EXPECT_EQ(*ParseQuantityJson(json(2), QuantityUnit::kMilli), 2000);
+  EXPECT_EQ(*ParseQuantityJson(json("250m"), QuantityUnit::kMilli), 250);
+  EXPECT_EQ(*ParseQuantityJson(json(1048577), QuantityUnit::kMebi), 2);
+  EXPECT_EQ(*ParseQuantityJson(json("1Gi"), QuantityUnit::kMebi), 1024);
+  EXPECT_FALSE(ParseQuantityJson(json(-1), QuantityUnit::kMebi).ok());
+  EXPECT_FALSE(ParseQuantityJson(json(true), QuantityUnit::kMilli).ok());
 }
 
 }  // namespace

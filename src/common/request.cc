@@ -137,7 +137,7 @@ class Parser {
       const json* list = Field(resources, kinds[i]);
       const json* v = list ? Field(*list, resource.c_str()) : nullptr;
       if (!v) continue;
-      auto q = ParseWholeQuantityJson(*v);
+      auto q = ParseQuantityJson(*v);
       if (!q.ok()) return Fail(container, std::string(kinds[i]) + " of " + resource + ": " + q.message());
       values[i] = *q;
     }
@@ -298,14 +298,11 @@ class Parser {
 HostRequest HostOf(const json* list) {
   HostRequest out;
   if (!list) return out;
-  for (auto [name, parse, value] : {std::tuple{"cpu", &ParseMilliQuantity, &out.cpu_milli},
-                                    std::tuple{"memory", &ParseMebiQuantity, &out.memory_mib}}) {
+  for (auto [name, unit, value] : {std::tuple{"cpu", QuantityUnit::kMilli, &out.cpu_milli},
+                                   std::tuple{"memory", QuantityUnit::kMebi, &out.memory_mib}}) {
     const json* q = Field(*list, name);
     if (!q) continue;
-    Result<int64_t> v = q->is_string()   ? parse(q->get_ref<const std::string&>())
-                        : q->is_number() ? parse(q->dump())
-                                         : Result<int64_t>(Error{"not a quantity"});
-    if (v.ok()) *value = *v;
+    if (Result<int64_t> v = ParseQuantityJson(*q, unit); v.ok()) *value = *v;
   }
   return out;
 }

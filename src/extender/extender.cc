@@ -12,6 +12,16 @@
 #include "common/json_path.h"
 
 namespace mgpu::extender {
+namespace {
+
+// After a filter: a GPU pod that no candidate node takes though the free capacity would hold it
+// (common/cluster_defrag.h's ShortfallIn), noted for /metrics.
+bool Fragmented(const PodFacts& pod, const ClusterView& view, const FilterResult& result) {
+  return pod.request.ok() && pod.request->AsksForGpu() && result.passed.empty() &&
+         result.unresolvable.empty() && ShortfallIn(view, *pod.request).empty();
+}
+
+}  // namespace
 
 Extender::Extender(ClusterCache& cache, kube::Client* client, kube::WorkloadResolver* workloads,
                    Metrics& metrics, std::function<bool()> is_leader, kube::EventQueue* events)
@@ -71,28 +81,16 @@ FilterResult Extender::Filter(const ExtenderArgs& args) {
     return all;
   }
   FilterResult result{FilterPod(*view, args.node_names, facts->request, model_, memo_, cache_.config()), {}};
-  NoteFragmentation(*facts, *view, result);
-  if (!facts->request.ok()) {
-    metrics_.CountFilterFailure("invalid_request");
-    spdlog::info("filter pod={}: {}", facts->key, facts->request.message());
-  }
-  metrics_.CountFilterFailure("no_inventory", result.no_inventory);
-  metrics_.CountFilterFailure("bad_inventory", result.bad_inventory);
-  metrics_.CountFilterFailure("insufficient", result.insufficient);
+  if (!facts->request.ok()) spdlog::info("filter pod={}: {}", facts->key, facts->request.message());
+  const bool blocked = Fragmented(*facts, *view, result);
+  if (metrics_.NoteFilter(
+          facts->uid, facts->key,
+          {!facts->request.ok(), result.no_inventory, result.bad_inventory, result.insufficient, blocked}))
+    spdlog::info(
+        "filter pod={}: fits no node though the free capacity would hold it (fragmentation); "
+        "kubectl mgpu defrag --dry-run plans the moves that make room",
+        facts->key);
   return result;
-}
-
-void Extender::NoteFragmentation(const PodFacts& pod, const ClusterView& view, const FilterResult& result) {
-  if (!pod.request.ok() || !pod.request->AsksForGpu()) return;
-  if (result.passed.empty() && result.unresolvable.empty() && ShortfallIn(view, *pod.request).empty()) {
-    if (metrics_.NoteBlocked(pod.uid, pod.key))
-      spdlog::info(
-          "filter pod={}: fits no node though the free capacity would hold it (fragmentation); "
-          "kubectl mgpu defrag --dry-run plans the moves that make room",
-          pod.key);
-    return;
-  }
-  metrics_.ForgetBlocked(pod.uid);
 }
 
 FilterResult Extender::Choose(const ExtenderArgs& args) {

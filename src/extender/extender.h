@@ -75,9 +75,6 @@ class Extender {
   void Remember(FactsRef facts);
   std::string BindPod(const BindArgs& args);
   std::string BindWithCards(const BindArgs& args, FactsRef pod);
-  // After a filter: a GPU pod that no candidate node takes though the free capacity would hold it
-  // (common/cluster_defrag.h's ShortfallIn) is noted for /metrics; any other forgotten.
-  void NoteFragmentation(const PodFacts& pod, const ClusterView& view, const FilterResult& result);
 
   ClusterCache& cache_;
   kube::Client* client_;

@@ -24,12 +24,6 @@ void Metrics::ObserveRequest(std::string_view verb, int code, double seconds) {
   h.sum += seconds;
 }
 
-void Metrics::CountFilterFailure(std::string_view reason, uint64_t nodes) {
-  if (nodes == 0) return;
-  std::lock_guard lock(mu_);
-  filter_failures_[std::string(reason)] += nodes;
-}
-
 void Metrics::CountBindWait() {
   std::lock_guard lock(mu_);
   ++bind_waits_;
@@ -40,9 +34,17 @@ void Metrics::CountBindFailure() {
   ++bind_failures_;
 }
 
-bool Metrics::NoteBlocked(const std::string& uid, const std::string& pod) {
+bool Metrics::NoteFilter(const std::string& uid, const std::string& pod, const FilterOutcome& outcome) {
   std::lock_guard lock(mu_);
-  const auto now = now_();
+  for (const auto& [reason, nodes] :
+       {std::pair{"invalid_request", uint64_t{outcome.invalid_request}},
+        std::pair{"no_inventory", outcome.no_inventory}, std::pair{"bad_inventory", outcome.bad_inventory},
+        std::pair{"insufficient", outcome.insufficient}})
+    if (nodes > 0) filter_failures_[reason] += nodes;
+  if (!outcome.blocked) {
+    blocked_.erase(uid);
+    return false;
+  }
   auto it = blocked_.find(uid);
   const bool news = it == blocked_.end();
   if (it == blocked_.end() && blocked_.size() >= kMaxBlocked) {
@@ -50,7 +52,7 @@ bool Metrics::NoteBlocked(const std::string& uid, const std::string& pod) {
       return a.second.noted < b.second.noted;
     }));
   }
-  blocked_[uid] = Blocked{pod, now};
+  blocked_[uid] = Blocked{pod, now_()};
   return news;
 }
 

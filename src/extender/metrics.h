@@ -20,19 +20,27 @@ class Metrics {
   explicit Metrics(SteadyNow now = std::chrono::steady_clock::now) : now_(std::move(now)) {}
 
   void ObserveRequest(std::string_view verb, int code, double seconds);
-  void CountFilterFailure(std::string_view reason, uint64_t nodes = 1);
+  // What one filter found: the nodes it failed, by reason (a pod whose request is unreadable counts once, as
+  // invalid_request), and whether its pod is blocked by fragmentation: a GPU pod that fit none of its
+  // candidate nodes though the free capacity of the nodes it may use would hold it (kubectl mgpu defrag
+  // --dry-run plans the moves that make room).
+  struct FilterOutcome {
+    bool invalid_request = false;
+    uint64_t no_inventory = 0;
+    uint64_t bad_inventory = 0;
+    uint64_t insufficient = 0;
+    bool blocked = false;
+  };
+  // Counts the failures and notes or forgets the pod as blocked; returns whether it is newly blocked. A
+  // blocked pod is forgotten by a filter that finds it a node, by ForgetBlocked (its deletion), or once
+  // kBlockedFor has passed since it was last noted: kube-scheduler retries a pending pod at least every 5
+  // minutes, and a deleted one is never filtered again. At most kMaxBlocked pods, the latest noted.
+  bool NoteFilter(const std::string& uid, const std::string& pod, const FilterOutcome& outcome);
   // A bind that had to wait for an ambiguous pair to resolve (DESIGN §5.5).
   void CountBindWait();
   // A bind answered with an error (kube-scheduler retries the pod).
   void CountBindFailure();
   uint64_t bind_waits() const;
-  // A GPU pod that fit none of its candidate nodes at its latest filter though the free capacity of the nodes
-  // it may use would hold it (fragmentation; kubectl mgpu defrag --dry-run plans the moves that make room).
-  // Returns whether this is news (a pod not noted). A pod is forgotten by ForgetBlocked (a filter that finds
-  // it a node, its bind), or once kBlockedFor has passed since it was last noted: kube-scheduler retries a
-  // pending pod at least every 5 minutes, and a deleted one is never filtered again. At most kMaxBlocked
-  // pods, the latest noted.
-  bool NoteBlocked(const std::string& uid, const std::string& pod);
   void ForgetBlocked(const std::string& uid);
   std::string Render(const ClusterView& view) const;
 

@@ -137,7 +137,7 @@ AdmittedPod FakeNode::Admit(const Json& pod) {
           if (values.contains(resource)) amount = values[resource];
         }
         if (amount.is_null()) continue;
-        Result<int64_t> n = ParseWholeQuantityJson(amount);
+        Result<int64_t> n = ParseQuantityJson(amount);
         if (!n.ok()) {
           out.error = "container " + container_name + ": " + resource + ": " + n.message();
           break;
