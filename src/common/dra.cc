@@ -372,7 +372,7 @@ Result<std::optional<ClaimFacts>> ReadClaim(const json& claim, const Config& con
   const json* results = FindPath(claim, {"status", "allocation", "devices", "results"});
   if (results == nullptr || !results->is_array()) return std::optional<ClaimFacts>();
   const std::string driver = DriverName(config);
-  ClaimFacts out{key, MetadataString(claim, "uid"), MetadataString(claim, "resourceVersion"), "", {}};
+  ClaimFacts out{key, MetadataString(claim, "uid"), MetadataString(claim, "resourceVersion"), "", {}, {}};
   for (const json& r : *results) {
     if (StringAt(r, {"driver"}) != driver) continue;
     const std::string pool = StringAt(r, {"pool"}), device = StringAt(r, {"device"});
@@ -385,6 +385,7 @@ Result<std::optional<ClaimFacts>> ReadClaim(const json& claim, const Config& con
     auto consumed = ReadConsumed(r);
     if (!consumed.ok()) return Error{"claim " + key + " device " + device + " " + consumed.message()};
     out.devices.push_back(AllocatedDevice{*ref, *consumed, 0});
+    out.names.push_back({StringAt(r, {"request"}), device, StringAt(r, {"shareID"})});
   }
   if (out.devices.empty()) return std::optional<ClaimFacts>();
   return std::optional<ClaimFacts>(std::move(out));

@@ -122,21 +122,28 @@ struct ClaimShare {
 Result<ClaimShare> ShareOf(const std::vector<AllocatedDevice>& devices, const Config& config,
                            std::string_view claim);
 
-// The extender's side (docs/dra.md §7): it scores DRA pods' nodes with mgpu's policy, counting what the
-// driver's allocated claims hold on each node's cards.
-
-// An allocated ResourceClaim holding devices of the driver, as the extender's informer reads it.
+// An allocated ResourceClaim holding devices of the driver, as the extender's informer and the node daemon's
+// prepare read it.
 struct ClaimFacts {
+  struct Named {  // how a result of the driver names its device
+    std::string request;
+    std::string device;    // "gpu-0-fixed"
+    std::string share_id;  // empty for a device that is not shared
+  };
   std::string key;  // "<namespace>/<name>"
   std::string uid;
   std::string resource_version;
   std::string node;                      // the pool its results name: one node's
-  std::vector<AllocatedDevice> devices;  // capacity_mib unknown here (0): HeldOn fills it from the node
+  std::vector<AllocatedDevice> devices;  // capacity_mib unknown here (0): the node's cards say it
+  std::vector<Named> names;              // beside devices
 };
 // nullopt when the claim is not allocated or holds no device of the driver; an error names the claim and
 // what could not be read (a device that is not one of the driver's names, a consumedCapacity that is no
 // whole quantity, results in two pools).
 Result<std::optional<ClaimFacts>> ReadClaim(const nlohmann::json& claim, const Config& config);
+
+// The extender's side (docs/dra.md §7): it scores DRA pods' nodes with mgpu's policy, counting what the
+// driver's allocated claims hold on each node's cards.
 
 // What an allocated claim holds on its node's cards, as the allocator counts a pod's cards (Apply): a pod
 // request of one container "gpu" (the claim's share: ShareOf) and its cards by uuid. An error names the

@@ -25,31 +25,29 @@ Result<ClaimAllocation> ReadClaimAllocation(const json& claim, const ClaimRef& r
                  " the kubelet asked about (it was deleted and made again)"};
   const json* results = FindPath(claim, {"status", "allocation", "devices", "results"});
   if (results == nullptr || !results->is_array()) return Error{who + " is not allocated"};
-  const std::string driver = DriverName(config);
+  Result<std::optional<ClaimFacts>> read = ReadClaim(claim, config);
+  if (!read.ok()) return read.error();
+  if (!*read) return Error{who + " has no device of driver " + DriverName(config) + " allocated"};
+  const ClaimFacts& facts = **read;
+  if (facts.node != node)
+    return Error{who + " was allocated " + facts.names.front().device + " of pool " + facts.node +
+                 ", not of this node's pool " + node};
   ClaimAllocation out;
-  std::string request;
-  for (const json& r : *results) {
-    if (StringAt(r, {"driver"}) != driver) continue;
-    const std::string pool = StringAt(r, {"pool"}), device = StringAt(r, {"device"});
-    if (pool != node)
-      return Error{who + " was allocated " + device + " of pool " + pool + ", not of this node's pool " +
-                   node};
-    const auto ref_device = ParseDeviceName(device);
-    const NodeCard* card = ref_device ? FindCard(cards, ref_device->card_index) : nullptr;
+  for (size_t i = 0; i < facts.devices.size(); ++i) {
+    const AllocatedDevice& d = facts.devices[i];
+    const ClaimFacts::Named& name = facts.names[i];
+    const NodeCard* card = FindCard(cards, d.device.card_index);
     if (card == nullptr)
-      return Error{who + " was allocated " + device + ", which is not a device of node " + node};
+      return Error{who + " was allocated " + name.device + ", which is not a device of node " + node};
     if (!card->card.healthy)
-      return Error{who + " was allocated " + device + " on card " + card->card.uuid + ", which is unhealthy"};
-    if (!request.empty() && StringAt(r, {"request"}) != request)
-      return Error{who + " has devices of " + driver + " for two requests (" + request + ", " +
-                   StringAt(r, {"request"}) + "); one claim is one share"};
-    request = StringAt(r, {"request"});
-    auto consumed = ReadConsumed(r);
-    if (!consumed.ok()) return Error{who + " device " + device + " " + consumed.message()};
-    out.devices.push_back(AllocatedDevice{*ref_device, *consumed, card->capacity_mib});
-    out.answer.push_back(PreparedDevice{{request}, pool, device, StringAt(r, {"shareID"}), {}});
+      return Error{who + " was allocated " + name.device + " on card " + card->card.uuid +
+                   ", which is unhealthy"};
+    if (name.request != facts.names.front().request)
+      return Error{who + " has devices of " + DriverName(config) + " for two requests (" +
+                   facts.names.front().request + ", " + name.request + "); one claim is one share"};
+    out.devices.push_back(AllocatedDevice{d.device, d.consumed, card->capacity_mib});
+    out.answer.push_back(PreparedDevice{{name.request}, node, name.device, name.share_id, {}});
   }
-  if (out.devices.empty()) return Error{who + " has no device of driver " + driver + " allocated"};
   out.answer.front().cdi_ids.push_back(CdiDeviceId(ref.uid, config));
   return out;
 }
