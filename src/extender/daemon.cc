@@ -111,7 +111,7 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   claim_probe_.Start([this] {
     bool said = false;
     do {
-      kube::ApiResult probe = client_->List(kube::kResourceClaims, "");
+      kube::ApiResult probe = client_->List(kube::kResourceClaims, "", {.at_most = 1});
       if (probe.ok()) {
         StartClaims();
         return;

@@ -481,10 +481,11 @@ ApiResult Client::List(const ApiResource& resource, std::string_view ns, const L
   // the continue token expires midway (the server compacted), the whole list is asked for at once instead.
   Json items = Json::array();
   std::string next;
-  bool paged = options_.list_page_size > 0;
+  bool paged = options_.list_page_size > 0 || options.at_most > 0;
+  const int64_t page_size = options.at_most > 0 ? options.at_most : options_.list_page_size;
   for (;;) {
     std::string path = base;
-    if (paged) AddQuery(path, "limit", std::to_string(options_.list_page_size));
+    if (paged) AddQuery(path, "limit", std::to_string(page_size));
     if (!next.empty()) AddQuery(path, "continue", next);
     ApiResult page = Request("GET", path, nullptr, "", cancel);
     if (!page.ok() && page.IsGone() && !next.empty()) {
@@ -504,7 +505,7 @@ ApiResult Client::List(const ApiResource& resource, std::string_view ns, const L
       for (Json& item : *found) items.push_back(std::move(item));
     }
     next = StringAt(body, {"metadata", "continue"});
-    if (next.empty() || !paged) {
+    if (next.empty() || !paged || options.at_most > 0) {
       body["items"] = std::move(items);
       if (auto m = body.find("metadata"); m != body.end() && m->is_object()) m->erase("continue");
       return body;

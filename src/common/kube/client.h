@@ -101,6 +101,7 @@ class [[nodiscard]] ApiResult {
 struct ListOptions {
   std::string label_selector{};  // "app=x,tier!=y"
   std::string field_selector{};  // "spec.nodeName=node-1"
+  int64_t at_most = 0;  // > 0: one page of at most this many (whether a list is allowed), not the whole
 };
 
 // A JSON merge patch of metadata labels and annotations.

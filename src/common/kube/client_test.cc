@@ -430,6 +430,14 @@ TEST_F(ClientTest, ListsComeInPagesAndAnExpiredTokenFallsBackToOneAnswer) {
   auto unpaged = MustClient({.server = fake_->url(), .token = "secret"}, {.list_page_size = 0});
   ASSERT_TRUE(unpaged->ListNodes().ok());
   EXPECT_EQ(fake_->requests().back().params.count("limit"), 0u);
+  // A probe: one page of at most one, one request.
+  const size_t before_probe = fake_->requests().size();
+  auto probe = client->ListNodes({.at_most = 1});
+  ASSERT_TRUE(probe.ok()) << probe.message();
+  EXPECT_EQ(Names(*probe), (std::vector<std::string>{"n0"}));
+  EXPECT_EQ(StringAt(*probe, {"metadata", "continue"}), "");
+  ASSERT_EQ(fake_->requests().size(), before_probe + 1);
+  EXPECT_EQ(fake_->requests().back().params.at("limit"), "1");
 }
 
 // The shared fake pages like the real server: later pages come from the first page's snapshot, and
