@@ -125,11 +125,11 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
     } while (claim_probe_.SleepFor(kClaimProbe));
   });
   // glibc keeps freed memory in its arenas: after a wave of deletions, or of HTTP workers ending their
-  // threads once a burst is over (WorkerPool), hand it back so that RSS follows the cluster down. Trimming
-  // during the wave would only give back what the next pods take again.
+  // threads once a burst is over (WorkerPool), or after the start-up's lists, hand it back so that RSS
+  // follows the cluster down. Trimming during the wave would only give back what the next pods take again.
   trimmer_.Start([this] {
     uint64_t seen = deleted_.load() + WorkerPool::Retired();
-    bool wave = false;
+    bool wave = false, synced = false;
     while (trimmer_.SleepFor(kTrimCheck)) {
       const uint64_t now = deleted_.load() + WorkerPool::Retired();
       if (now != seen) {
@@ -139,6 +139,7 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
         malloc_trim(0);
         wave = false;
       }
+      if (!synced && nodes_->HasSynced() && pods_->HasSynced()) synced = wave = true;
     }
   });
   server_ = std::make_unique<HttpServer>(
