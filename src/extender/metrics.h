@@ -32,16 +32,16 @@ class Metrics {
     bool blocked = false;
   };
   // Counts the failures and notes or forgets the pod as blocked; returns whether it is newly blocked. A
-  // blocked pod is forgotten by a filter that finds it a node, by ForgetBlocked (its deletion), or once
-  // kBlockedFor has passed since it was last noted: kube-scheduler retries a pending pod at least every 5
-  // minutes, and a deleted one is never filtered again. At most kMaxBlocked pods, the latest noted.
+  // blocked pod is forgotten by a filter that finds it a node, by ForgetBlocked (its bind or deletion), or
+  // once kBlockedFor has passed since it was last noted: kube-scheduler retries a pending pod at least every
+  // 5 minutes, and a deleted one is never filtered again. At most kMaxBlocked pods, the latest noted.
   bool NoteFilter(const std::string& uid, const std::string& pod, const FilterOutcome& outcome);
   // A bind that had to wait for an ambiguous pair to resolve (DESIGN §5.5).
   void CountBindWait();
   // A bind answered with an error (kube-scheduler retries the pod).
   void CountBindFailure();
   uint64_t bind_waits() const;
-  void ForgetBlocked(const std::string& uid);
+  void ForgetBlocked(const std::string& uid);  // the pod is bound or gone
   std::string Render(const ClusterView& view) const;
 
  private:
