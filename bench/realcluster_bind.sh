@@ -147,8 +147,9 @@ echo "kube-scheduler start-up: $(echo "scale=1; 1000 * $scheduler_startup / $clk
 
 threads_of() { awk '/Threads/ {print $2}' "/proc/$1/status"; }
 # The extender's RSS, heap and threads, once its RSS has not moved for 3 s (it hands freed memory back a
-# second or two after a wave of deletions); given a thread count, first once it runs no more threads than
-# that (up to 150 s: the HTTP workers a burst started end after a minute idle, WorkerPool).
+# second or two after a wave of deletions); given a thread count and a time (now's), first once it runs no
+# more threads than that (up to 150 s: the HTTP workers a burst started end after a minute idle, WorkerPool)
+# and that time has passed.
 extender_memory() {
   local last=-1 same=0 rss
   if [ $# -gt 0 ]; then
@@ -156,6 +157,7 @@ extender_memory() {
       [ "$(threads_of "$extender_pid")" -gt "$1" ] || break
       sleep 0.5
     done
+    while [ "$(echo "$(now) < $2" | bc)" = 1 ]; do sleep 1; done
   fi
   for _ in $(seq 120); do
     rss=$(awk '/VmRSS/ {print $2}' "/proc/$extender_pid/status")
@@ -264,7 +266,8 @@ run_phase() {  # name, mgpu pods, plain pods
   echo "  extender memory with the pods: $(extender_memory)"
   kubectl delete pods -n default --all --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
   until [ "$(kubectl get pods -n default -o name | wc -l)" = 0 ]; do sleep 1; done
-  echo "  extender memory after deleting them: $(extender_memory "$empty_threads")"
+  # The API connections the binds opened close 90 s after their last use (kube::ClientOptions).
+  echo "  extender memory after deleting them: $(extender_memory "$empty_threads" "$(echo "$bound_at + 95" | bc)")"
 }
 
 echo "real kube-scheduler $(kubectl version -o json | jq -r .serverVersion.gitVersion); extender $("$build/src/extender/mgpu-scheduler-extender" --version 2>/dev/null || echo "(no --version)")"

@@ -230,7 +230,7 @@ void ClusterView::Set(const std::string& name, std::shared_ptr<NodeView> view) {
     slot = free_slots_.back();
     free_slots_.pop_back();
   }
-  if (view) view->slot = slot;
+  if (view && view->slot != slot) view->slot = slot;  // a view served again (idle) is shared: never written
   auto block = std::make_shared<Block>(*blocks_[slot / kBlockSize]);
   (*block)[slot % kBlockSize] = std::move(view);
   blocks_[slot / kBlockSize] = std::move(block);
@@ -268,7 +268,10 @@ void ClusterCache::UpsertNode(const NodeFacts& node) {
     return;
   }
   if (!node.problem.empty()) spdlog::warn("node={} {}", name, node.problem);
-  nodes_[name] = NodeEntry{node.inventory, node.problem, node.reason, node.allocatable, node.dra};
+  NodeEntry entry{node.inventory, node.problem, node.reason, node.allocatable, node.dra};
+  auto [kept, added] = nodes_.try_emplace(name);
+  if (!added && kept->second.SameFacts(entry)) return;  // a status update mgpu does not read
+  kept->second = std::move(entry);
   RebuildLocked(name, now_ns_());
   ChangedLocked();
 }
@@ -500,6 +503,11 @@ void ClusterCache::RebuildLocked(const std::string& node, int64_t now) {
     view_.Set(node, nullptr);
     return;
   }
+  const bool idle = !requested_.count(node) && !pods_by_node_.count(node) && !claims_by_node_.count(node);
+  if (idle && n->second.idle) {
+    view_.Set(node, n->second.idle);
+    return;
+  }
   auto view = std::make_shared<NodeView>();
   view->problem = n->second.problem;
   view->reason = n->second.reason;
@@ -551,6 +559,7 @@ void ClusterCache::RebuildLocked(const std::string& node, int64_t now) {
     view->state.cpu_free_milli = std::max<int64_t>(0, a->cpu_milli - used.cpu_milli);
     view->state.host_memory_free_mib = std::max<int64_t>(0, a->memory_mib - used.memory_mib);
   }
+  if (idle) n->second.idle = view;
   view_.Set(node, std::move(view));
 }
 

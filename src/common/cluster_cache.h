@@ -175,6 +175,14 @@ class ClusterCache {
     std::string problem, reason;
     std::optional<HostRequest> allocatable;  // status.allocatable CPU and memory, when the node states both
     bool dra = false;
+    // The node's view with nothing on it, built once and served again whenever the node is idle: a wave of
+    // pods leaves the views that were there before it, not copies made amid the wave's freed memory, whose
+    // pages they would keep resident (and decisions remembered for it stay good).
+    std::shared_ptr<NodeView> idle{};
+    bool SameFacts(const NodeEntry& other) const {
+      return inventory == other.inventory && problem == other.problem && reason == other.reason &&
+             allocatable == other.allocatable && dra == other.dra;
+    }
   };
   struct HostUse {
     std::string node;

@@ -75,6 +75,29 @@ TEST_F(CacheTest, SnapshotsStayAsTheyWereAcrossManyNodes) {
   for (size_t i = 1; i < nodes.size(); ++i) EXPECT_LT(nodes[i - 1]->state.name, nodes[i]->state.name);
 }
 
+// A node with nothing on it is served by the view built when its inventory was read: a wave of pods leaves
+// behind the views from before it, not copies allocated amid the wave (whose pages they would keep resident).
+TEST_F(CacheTest, AnIdleNodeGetsBackItsViewFromBeforeItsPods) {
+  cache_.UpsertNode(NodeOf(Node("n", 2)));
+  const std::shared_ptr<const ClusterView> empty = cache_.Snapshot();
+  const NodeView* idle = empty->Find("n");
+  cache_.UpsertPod(PodOf(Placed(Pod("p", 30, 100), "n", names_.gpu_allocated, OneCard("n-gpu0", 30, 100))));
+  const std::shared_ptr<const ClusterView> busy = cache_.Snapshot();
+  EXPECT_NE(busy->Find("n"), idle);
+  EXPECT_EQ(busy->Find("n")->state.cards[0].usage.core, 30);
+  cache_.UpsertNode(NodeOf(Node("n", 2)));  // the same facts again: the view stays
+  EXPECT_EQ(cache_.Snapshot()->Find("n"), busy->Find("n"));
+  cache_.DeletePod("default/p", "uid-p");
+  const NodeView* after = cache_.Snapshot()->Find("n");
+  EXPECT_EQ(after, idle);
+  EXPECT_EQ(after->generation, idle->generation);
+  EXPECT_EQ(after->state.cards[0].usage.core, 0);
+  cache_.UpsertNode(NodeOf(Node("n", 3)));  // new facts: a new view, idle from then on
+  const NodeView* grown = cache_.Snapshot()->Find("n");
+  EXPECT_NE(grown->generation, idle->generation);
+  EXPECT_EQ(grown->state.cards.size(), 3u);
+}
+
 TEST_F(CacheTest, AssignedPodsCountAndAllocatedWins) {
   cache_.UpsertNode(NodeOf(Node("n", 2)));
   cache_.UpsertPod(

@@ -99,4 +99,9 @@ std::vector<NodeDecision> DecisionMemo::Decide(const ClusterView& view,
   return out;
 }
 
+void DecisionMemo::Clear() {
+  std::lock_guard lock(mu_);
+  tables_.clear();
+}
+
 }  // namespace mgpu

@@ -30,6 +30,8 @@ class DecisionMemo {
   std::vector<NodeDecision> Decide(const ClusterView& view, const std::vector<const NodeView*>& nodes,
                                    const PodRequest& pod, const WorkloadModel* model, uint64_t model_version,
                                    bool with_reasons, const std::string* waits_for = nullptr);
+  // Forgets every decision.
+  void Clear();
 
  private:
   static constexpr size_t kShapes = 8;

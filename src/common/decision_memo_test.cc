@@ -56,6 +56,12 @@ TEST_F(DecisionMemoTest, ReusesTheDecisionForTheSameShapeAndGeneration) {
   EXPECT_TRUE(DecideOn(full_, Ask(30)).fits);
 }
 
+TEST_F(DecisionMemoTest, DecidesAgainOnceCleared) {
+  ASSERT_TRUE(DecideOn(free_, Ask(30)).fits);
+  memo_.Clear();
+  EXPECT_FALSE(DecideOn(full_, Ask(30)).fits);
+}
+
 TEST_F(DecisionMemoTest, DecidesAgainWhenTheNodeViewChanges) {
   ASSERT_TRUE(DecideOn(free_, Ask(30)).fits);
   full_.generation = free_.generation + 1;

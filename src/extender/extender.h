@@ -56,6 +56,9 @@ class Extender {
   // again): nothing the extender keeps per pod outlives the pod, and a bound pod costs only its place in the
   // cache and the informer.
   void Forget(const std::string& uid);
+  // Forgets the decisions remembered for node views (DecisionMemo::Clear): once a wave of pods is over, its
+  // views are gone, and what was decided for them would only keep memory of the wave resident.
+  void ForgetDecisions() { memo_.Clear(); }
 
   FilterResult Filter(const ExtenderArgs& args);
   // One node passes: the one mgpu chooses, its cards held for the bind. When no node fits: as Filter.

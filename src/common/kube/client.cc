@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -266,7 +267,7 @@ Client::Client(ClusterConfig config, ClientOptions options)
 }
 
 Client::~Client() {
-  for (void* handle : handles_) curl_easy_cleanup(static_cast<CURL*>(handle));
+  for (const KeptHandle& kept : handles_) curl_easy_cleanup(static_cast<CURL*>(kept.handle));
   curl_slist_free_all(static_cast<curl_slist*>(connect_to_));
 }
 
@@ -274,7 +275,7 @@ void* Client::AcquireHandle() {
   {
     std::lock_guard lock(mu_);
     if (!handles_.empty()) {
-      void* handle = handles_.back();
+      void* handle = handles_.back().handle;
       handles_.pop_back();
       return handle;
     }
@@ -282,21 +283,44 @@ void* Client::AcquireHandle() {
   return curl_easy_init();
 }
 
+std::vector<void*> Client::TakeIdleLocked(std::chrono::steady_clock::time_point now) {
+  const auto fresh = std::find_if(handles_.begin(), handles_.end(), [&](const KeptHandle& kept) {
+    return now - kept.since < options_.idle_connection_timeout;
+  });
+  std::vector<void*> idle;
+  for (auto it = handles_.begin(); it != fresh; ++it) idle.push_back(it->handle);
+  handles_.erase(handles_.begin(), fresh);
+  return idle;
+}
+
 void Client::ReleaseHandle(void* handle) {
   curl_easy_reset(static_cast<CURL*>(handle));  // keeps the handle's open connections for reuse
+  std::vector<void*> close;
   {
     std::lock_guard lock(mu_);
-    if (handles_.size() < kMaxIdleHandles) {
-      handles_.push_back(handle);
-      return;
-    }
+    const auto now = std::chrono::steady_clock::now();
+    close = TakeIdleLocked(now);
+    if (handles_.size() < kMaxIdleHandles)
+      handles_.push_back({handle, now});
+    else
+      close.push_back(handle);
   }
-  curl_easy_cleanup(static_cast<CURL*>(handle));  // and its connection
+  for (void* h : close) curl_easy_cleanup(static_cast<CURL*>(h));  // and its connection
 }
 
 size_t Client::IdleHandles() {
   std::lock_guard lock(mu_);
   return handles_.size();
+}
+
+size_t Client::CloseIdleHandles() {
+  std::vector<void*> close;
+  {
+    std::lock_guard lock(mu_);
+    close = TakeIdleLocked(std::chrono::steady_clock::now());
+  }
+  for (void* h : close) curl_easy_cleanup(static_cast<CURL*>(h));
+  return close.size();
 }
 
 Status Client::RefreshExecCredential(bool force) {

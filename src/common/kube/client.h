@@ -153,6 +153,9 @@ struct ClientOptions {
   std::chrono::milliseconds max_retry_wait{5000};  // cap on one Retry-After wait
   std::string user_agent = "mgpu";
   int64_t list_page_size = 500;  // lists come in pages of this many items (`limit`/`continue`); 0: one answer
+  // A kept connection unused this long is closed (client-go's IdleConnTimeout): what a burst opened goes
+  // back once it is over.
+  std::chrono::milliseconds idle_connection_timeout{90000};
 };
 
 class Client {
@@ -221,6 +224,9 @@ class Client {
   static constexpr size_t kMaxIdleHandles = 25;
   // Handles kept for the next requests (tests).
   size_t IdleHandles();
+  // Closes the kept handles unused for idle_connection_timeout; returns how many. Releasing a handle does it
+  // too; a daemon whose client may fall silent after a burst calls it now and then.
+  size_t CloseIdleHandles();
 
  private:
   Client(ClusterConfig config, ClientOptions options);
@@ -241,7 +247,14 @@ class Client {
       nullptr;          // curl_slist: with tls-server-name, "name:port:host:port" (connect to the host)
   std::mutex mu_;       // guards handles_ and the token cache
   std::mutex exec_mu_;  // one exec plugin run at a time
-  std::vector<void*> handles_;
+  struct KeptHandle {
+    void* handle;
+    std::chrono::steady_clock::time_point since;  // released then
+  };
+  std::vector<KeptHandle> handles_;  // the most recently released last
+  // Takes the handles unused for idle_connection_timeout out of handles_ (under mu_), to be closed outside
+  // it.
+  std::vector<void*> TakeIdleLocked(std::chrono::steady_clock::time_point now);
   std::string token_;
   std::string exec_cert_, exec_key_;  // PEM, from the exec plugin
   std::optional<std::chrono::system_clock::time_point> exec_expires_;

@@ -158,6 +158,25 @@ TEST(ClientPool, KeepsAtMostItsBoundOfIdleConnectionsAfterABurst) {
   serving.join();
   EXPECT_EQ(ok.load(), kBurst);
   EXPECT_EQ(client->IdleHandles(), Client::kMaxIdleHandles);  // kBurst before
+  EXPECT_EQ(client->CloseIdleHandles(), 0u);  // none idle for idle_connection_timeout (90 s) yet
+  EXPECT_EQ(client->IdleHandles(), Client::kMaxIdleHandles);
+}
+
+TEST_F(ClientTest, AConnectionIdlePastItsTimeoutIsClosed) {
+  ClusterConfig config;
+  config.server = fake_->url();
+  config.token = "secret";
+  ClientOptions options;
+  options.idle_connection_timeout = std::chrono::milliseconds(0);
+  std::unique_ptr<Client> client = MustClient(config, options);
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(fake_->Create("nodes", Node("node-a")).ok());
+  ASSERT_TRUE(client->GetNode("node-a").ok());
+  ASSERT_TRUE(client->GetNode("node-a").ok());  // its release closes the first one, idle since
+  EXPECT_EQ(client->IdleHandles(), 1u);
+  EXPECT_EQ(client->CloseIdleHandles(), 1u);
+  EXPECT_EQ(client->IdleHandles(), 0u);
+  EXPECT_TRUE(client->GetNode("node-a").ok());  // a new connection
 }
 
 TEST_F(ClientTest, GetAndListNodes) {
