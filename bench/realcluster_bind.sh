@@ -92,8 +92,9 @@ awk '/^  config.yaml: \|/ {on = 1; next} on && /^    / {print substr($0, 5); nex
     -e "s|tlsKeyFile: /etc/mgpu-tls/tls.key|tlsKeyFile: $state/extender-tls/tls.key|" >"$state/extender.yaml"
 grep -q "listenAddress: 127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT" "$state/extender.yaml" ||
   die "deploy/base/config.yaml no longer has the listenAddress this script replaces."
-"$build/src/extender/mgpu-scheduler-extender" --kubeconfig "$state/kubeconfig" --config "$state/extender.yaml" \
-  >"$state/logs/extender.log" 2>&1 &
+# With the malloc tunable its image sets (deploy/docker/extender.Dockerfile).
+GLIBC_TUNABLES=glibc.malloc.tcache_count=0 "$build/src/extender/mgpu-scheduler-extender" \
+  --kubeconfig "$state/kubeconfig" --config "$state/extender.yaml" >"$state/logs/extender.log" 2>&1 &
 extender_pid=$!
 extender_url=https://127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT
 until curl -sk --max-time 1 "$extender_url/readyz" >/dev/null; do

@@ -42,6 +42,11 @@ int main(int argc, char** argv) {
   // threads mostly wait on the network (bench/RESULTS.md section 5: with 16 arenas on 2 cores, RSS after a
   // churn cycle's pods were deleted stayed 15-21 percent over the empty figure; with 2, 5-13 percent).
   mallopt(M_ARENA_MAX, 2);
+  // A fixed trim threshold (glibc's default value): glibc gives a second arena's free top back only on a
+  // free() past the threshold, which it otherwise raises after each large block freed (up to 64 MB), and
+  // malloc_trim trims only the main arena's top. The image also turns malloc's per-thread caches off
+  // (deploy/docker/extender.Dockerfile).
+  mallopt(M_TRIM_THRESHOLD, 128 * 1024);
   extender::Daemon daemon(*config);
   if (Status s = daemon.Start(std::move(*cluster)); !s.ok()) {
     spdlog::error("{}", s.message());
