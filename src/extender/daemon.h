@@ -1,6 +1,7 @@
 // The whole extender wired together: API client, node and pod informers feeding the cache (and, where the
 // cluster serves DRA and deploy/dra/ lets it read them, a ResourceClaim informer: docs/dra.md §7), the verbs
-// and the HTTP server, and the optional leader election. main.cc and the integration tests start one of these.
+// and the HTTP server, and the optional leader election. main.cc and the integration tests start one of
+// these.
 #pragma once
 
 #include <atomic>
@@ -57,7 +58,8 @@ class Daemon {
   BackgroundThread claim_probe_;
   std::unique_ptr<kube::Informer> claims_;
   std::atomic<uint64_t> deleted_{0};  // pods the informer saw deleted
-  BackgroundThread trimmer_;          // malloc_trim after each wave of deletions
+  // After each wave (deletions, ended workers, closed API connections): clears the decision memo and trims.
+  BackgroundThread trimmer_;
 };
 
 }  // namespace mgpu::extender
