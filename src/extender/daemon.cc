@@ -142,6 +142,7 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
       } else if (wave) {
         extender_->ForgetDecisions();
         malloc_trim(0);
+        metrics_.CountMemoryTrim();
         wave = false;
       }
       if (!synced && nodes_->HasSynced() && pods_->HasSynced()) synced = wave = true;

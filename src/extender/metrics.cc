@@ -34,6 +34,11 @@ void Metrics::CountBindFailure() {
   ++bind_failures_;
 }
 
+void Metrics::CountMemoryTrim() {
+  std::lock_guard lock(mu_);
+  ++memory_trims_;
+}
+
 bool Metrics::NoteFilter(const std::string& uid, const std::string& pod, const FilterOutcome& outcome) {
   std::lock_guard lock(mu_);
   for (const auto& [reason, nodes] :
@@ -103,7 +108,11 @@ std::string Metrics::Render(const ClusterView& view) const {
         << "\n# HELP mgpu_extender_bind_failures_total Binds answered with an error (kube-scheduler "
            "retries the pod).\n# TYPE mgpu_extender_bind_failures_total counter\n"
            "mgpu_extender_bind_failures_total "
-        << bind_failures_ << '\n';
+        << bind_failures_
+        << "\n# HELP mgpu_extender_memory_trims_total Waves (of deleted pods, ended workers, closed API "
+           "connections) after which the extender forgot its decisions and handed freed memory back.\n"
+           "# TYPE mgpu_extender_memory_trims_total counter\nmgpu_extender_memory_trims_total "
+        << memory_trims_ << '\n';
     const auto now = now_();
     std::erase_if(blocked_, [&](const auto& entry) { return now - entry.second.noted > kBlockedFor; });
     std::set<std::string> pods;  // in name order

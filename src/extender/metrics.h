@@ -40,6 +40,8 @@ class Metrics {
   void CountBindWait();
   // A bind answered with an error (kube-scheduler retries the pod).
   void CountBindFailure();
+  // A wave (of deletions, ended workers, closed API connections) over, and its memory handed back.
+  void CountMemoryTrim();
   uint64_t bind_waits() const;
   void ForgetBlocked(const std::string& uid);  // the pod is bound or gone
   std::string Render(const ClusterView& view) const;
@@ -65,6 +67,7 @@ class Metrics {
   std::map<std::string, uint64_t> filter_failures_;
   uint64_t bind_waits_ = 0;
   uint64_t bind_failures_ = 0;
+  uint64_t memory_trims_ = 0;
   mutable std::map<std::string, Blocked> blocked_;  // by pod uid; expired ones are dropped when rendering
 };
 

@@ -232,9 +232,14 @@ TEST_F(ExtenderMemory, ChurnThroughTheVerbsLeavesTheHeapFlat) {
     }
     ASSERT_TRUE(WaitUntil([&] { return extender.Metric("mgpu_extender_cluster_core_allocated_ratio") > 0; },
                           std::chrono::seconds(60)));
+    const double trims = extender.Metric("mgpu_extender_memory_trims_total");
     for (int i = 0; i < kChurnPods; ++i)
       ASSERT_TRUE(api.Delete("pods", "default", prefix + std::to_string(i)).ok());
     ASSERT_TRUE(WaitUntil([&] { return extender.Metric("mgpu_extender_cluster_core_allocated_ratio") == 0; },
+                          std::chrono::seconds(60)));
+    // Until the wave of deletions is over for the extender (it then forgets its decisions and trims), so
+    // that every cycle is measured in the same state.
+    ASSERT_TRUE(WaitUntil([&] { return extender.Metric("mgpu_extender_memory_trims_total") > trims; },
                           std::chrono::seconds(60)));
     after.push_back(SettledHeap(extender));
     std::printf("heap after cycle %d of %d pods: %.0f bytes (empty: %.0f)\n", c + 1, kChurnPods, after.back(),
