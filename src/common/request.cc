@@ -458,9 +458,17 @@ void KeepSchedulingFields(json& pod, const Config& config) {
     }
     for (const char* list : {"initContainers", "containers"}) {
       const json* containers = Field(*spec, list);
-      if (!containers || !containers->is_array()) continue;
+      if (!containers) continue;
+      if (!containers->is_array()) {  // kept as it is: the rules refuse it in the same words
+        s[list] = *containers;
+        continue;
+      }
       json& kept = s[list] = json::array();
       for (const json& c : *containers) {
+        if (!c.is_object()) {
+          kept.push_back(c);
+          continue;
+        }
         json k = json::object();
         copy(c, k, {"name", "resources", "restartPolicy"});
         kept.push_back(std::move(k));

@@ -24,6 +24,23 @@ std::string Error(const nlohmann::json& pod, const Config& config = Config(),
   return r.ok() ? "(parsed)" : r.message();
 }
 
+// The informer keeps only what the rules read (KeepSchedulingFields); a malformed container list must be
+// refused alike after it (found by fuzz/pod_request_fuzz.cc: a string in place of the list was dropped).
+TEST(Request, ASlimmedPodIsRefusedAsTheFullOneIs) {
+  for (const char* spec : {R"({"containers": "BestEffort"})", R"({"containers": [7]})",
+                           R"({"initContainers": {"name": "c"}, "containers": []})"}) {
+    nlohmann::json pod = {{"metadata", {{"name", "p"}, {"namespace", "ns"}}},
+                          {"spec", nlohmann::json::parse(spec)}};
+    const Result<PodRequest> full = ParsePodRequest(pod, Config());
+    KeepSchedulingFields(pod, Config());
+    const Result<PodRequest> slim = ParsePodRequest(pod, Config());
+    EXPECT_EQ(full.ok(), slim.ok()) << spec;
+    if (!full.ok() && !slim.ok()) {
+      EXPECT_EQ(full.message(), slim.message()) << spec;
+    }
+  }
+}
+
 TEST(Request, OnlinePodWithCoreAndMemory) {
   PodRequest r = MustParse(Pod("{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 4096}"));
   EXPECT_EQ(r.Key(), "ns/p");
