@@ -28,7 +28,7 @@ RUN apt-get update \
 COPY --from=build /build/src/extender/mgpu-scheduler-extender /usr/local/bin/mgpu-scheduler-extender
 # No per-thread malloc caches: chunks a long-lived thread (an informer's) keeps cached after a wave of pods
 # are scattered over the heap and keep its pages resident after the wave is trimmed (bench/RESULTS.md
-# section 5: RSS after deleting 2,000 pods 16-19 percent over empty with the caches, within 2 without).
+# section 5: RSS after deleting 2,000 pods 12-23 percent over empty with the caches, -3 to +7 without).
 ENV GLIBC_TUNABLES=glibc.malloc.tcache_count=0
 USER 65534:65534
 EXPOSE 12345
