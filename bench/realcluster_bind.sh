@@ -8,14 +8,18 @@
 #   bind); mgpu-scheduler-extender on the host with deploy/base's config.yaml, over HTTPS.
 # Phases (--phases, in order): `plain` (plain pods alone), `mgpu` (mgpu pods alone), `mixed` (both kinds in
 # one run). In each, kube-scheduler is paused while the phase's pods are created (mgpu pods of 20 percent core
-# and 4 GiB, plain pods of 100m CPU), then resumed; the phase ends when every pod is bound and, with mgpu
-# pods, --delay-ms plus 2 s later (their confirmations). Then its pods are deleted before the next phase.
-# Phases may repeat (--phases mgpu,mgpu,mgpu: churn). Prints per phase: pods/s of each kind (from their PodScheduled times, 1 s resolution) and the CPU each
-# process spent per pod (utime + stime from /proc/PID/stat before and after; each process's idle rate,
-# measured for 10 s before the first phase, is taken out, and so is kube-scheduler's own start-up, measured
-# once by a pause and resume with nothing to schedule), the extender's binds, errors and refused
-# connections, the events it created or skipped, the cards in use and any card over-committed. The CPU
-# figures hardly depend on what else runs on the machine; the rates do: the script prints the load average.
+# and 4 GiB, plain pods of 100m CPU), then resumed; the phase ends when every pod is bound and the stand-in
+# plugins have confirmed every mgpu pod (a gpu-allocated PATCH each, --delay-ms after its bind). Then its pods
+# are deleted before the next phase. Phases may repeat (--phases mgpu,mgpu,mgpu: churn).
+# Prints per phase: pods/s of each kind (from their PodScheduled times, 1 s resolution); the CPU each process
+# spent per pod (utime + stime from /proc/PID/stat before and after, less its idle rate, measured over 20 s,
+# one lease period of mgpu-api-nodes, right before the phase with its pods created, since the API server's
+# idle cost keeps falling for minutes after the nodes appear; kube-scheduler's, paused then, and its own
+# start-up, a pause and resume with nothing to schedule, once at the start); the API server's writes to pods
+# and events per pod (its apiserver_request_total) and the TCP connections opened on the machine; the
+# extender's binds, errors and refused connections, the events it created or skipped, the cards in use and any
+# card over-committed. On a machine this small every figure, the CPU per pod too, depends on what else runs
+# (more in flight at once costs more each): the script prints the load average.
 # The extender's memory (RSS, its mgpu_extender_heap_bytes, threads) before the first phase, with each phase's
 # pods bound, and once they are deleted and it has settled, its burst's workers ended (issue 27's "memory you
 # can state").
@@ -119,6 +123,21 @@ now() { date +%s.%N; }
 metric() {  # sum of the samples of a metric (a regular expression on the whole series) in $1's text
   echo "$1" | awk -v re="^$2 " '$0 ~ re {s += $NF} END {print s + 0}'
 }
+# The API server's count of writes to pods and events so far, one line per verb, resource and subresource
+# ("POST pods/binding 2000"), from its apiserver_request_total.
+api_writes() {
+  curl -sk --max-time 5 --cert "$state/pki/admin.crt" --key "$state/pki/admin.key" "$MGPU_CLUSTER_APISERVER/metrics" |
+    awk '/^apiserver_request_total\{/ {
+      verb = $0; sub(/.*verb="/, "", verb); sub(/".*/, "", verb)
+      resource = $0; sub(/.*[{,]resource="/, "", resource); sub(/".*/, "", resource)
+      sub_ = $0; sub(/.*subresource="/, "", sub_); sub(/".*/, "", sub_)
+      if (verb ~ /^(POST|PUT|PATCH|DELETE|APPLY)$/ && (resource == "pods" || resource == "events"))
+        n[verb " " resource (sub_ == "" ? "" : "/" sub_)] += $NF
+    } END { for (k in n) print k, n[k] }' | sort
+}
+# TCP connections accepted on this machine so far (every process's: the phase's new connections, each a TLS
+# handshake on both ends).
+tcp_opens() { awk '/^Tcp:/ && ++n == 2 {print $7}' /proc/net/snmp; }
 scheduled() {
   local text
   text=$(curl -sk --max-time 5 --cert "$state/pki/admin.crt" --key "$state/pki/admin.key" \
@@ -127,23 +146,29 @@ scheduled() {
 }
 
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start" >&2
-# Each process's idle CPU (the nodes' leases, the controllers, the extender's lease), once the API server has
-# taken in the nodes just created (measured right after, the idle rates came out above what the phases spent).
-sleep 30
-sample
-start=$(now)
-sleep 10
-wall=$(echo "$(now) - $start" | bc)
-for p in "${processes[@]}"; do
-  idle_rate[$p]=$(echo "scale=6; ($(ticks "$(pid_of "$p")") - ${t0[$p]}) / $wall" | bc)
-done
+# Each process's idle CPU (the nodes' leases, the controllers, the extender's lease) over one lease period
+# (mgpu-api-nodes spreads the nodes' renewals over 20 s); with an argument, all but kube-scheduler's (paused).
+measure_idle() {
+  sample
+  local start wall p
+  start=$(now)
+  sleep 20
+  wall=$(echo "$(now) - $start" | bc)
+  for p in "${processes[@]}"; do
+    [ $# = 0 ] || [ "$p" != kube-scheduler ] || continue
+    idle_rate[$p]=$(echo "scale=6; ($(ticks "$(pid_of "$p")") - ${t0[$p]}) / $wall" | bc)
+  done
+}
+idle_text() { for p in "${processes[@]}"; do printf '%s %.1f  ' "$p" "$(echo "1000 * ${idle_rate[$p]} / $clk" | bc -l)"; done; }
+sleep 10  # the API server takes in the nodes just created
+measure_idle
 # kube-scheduler's own start-up (a resume lists every node and pod): measured with nothing to schedule, taken
 # out of each phase's figure for it.
 cluster pause kube-scheduler >&2
 cluster resume kube-scheduler >&2
 sleep 5
 scheduler_startup=$(echo "$(ticks "$(pid_of kube-scheduler)") - ${idle_rate[kube-scheduler]} * 5" | bc)
-echo "idle CPU, ms/s: $(for p in "${processes[@]}"; do printf '%s %.1f  ' "$p" "$(echo "1000 * ${idle_rate[$p]} / $clk" | bc -l)"; done)" >&2
+echo "idle CPU, ms/s: $(idle_text)" >&2
 echo "kube-scheduler start-up: $(echo "scale=1; 1000 * $scheduler_startup / $clk" | bc) ms of CPU" >&2
 
 threads_of() { awk '/Threads/ {print $2}' "/proc/$1/status"; }
@@ -204,8 +229,12 @@ run_phase() {  # name, mgpu pods, plain pods
   pods_json "$gpu" "$cpu" >"$state/pods.json"
   kubectl create -f "$state/pods.json" >/dev/null
   sleep 3  # the watchers (extender, mgpu-api-nodes, controllers) take the created pods in
+  measure_idle but-the-scheduler
   local before_metrics
   before_metrics=$(curl -sk "$extender_url/metrics")
+  local writes_before opens_before
+  writes_before=$(api_writes)
+  opens_before=$(tcp_opens)
   sample
   local begin
   begin=$(now)
@@ -227,19 +256,31 @@ run_phase() {  # name, mgpu pods, plain pods
   done
   local bound_at
   bound_at=$(now)
-  [ "$gpu" -eq 0 ] || sleep $((delay_ms / 1000 + 2))  # the last confirmations
+  # Until the stand-in plugins have confirmed every mgpu pod (a gpu-allocated PATCH each, --delay-ms after
+  # its bind; they fall behind under load), up to 120 s.
+  local confirmed=0
+  for _ in $(seq 120); do
+    confirmed=$(printf '%s\n--\n%s\n' "$writes_before" "$(api_writes)" |
+      awk '$0 == "--" {after = 1; next} $1 == "PATCH" && $2 == "pods" {if (after) a = $3; else b = $3} END {print a - b}')
+    [ "$confirmed" -lt "$gpu" ] || break
+    sleep 1
+  done
   local end
   end=$(now)
   declare -A t1
   local p
   for p in "${processes[@]}"; do t1[$p]=$(ticks "$(pid_of "$p")"); done
+  local writes_after opens_after
+  writes_after=$(api_writes)
+  opens_after=$(tcp_opens)
   local after_metrics
   after_metrics=$(curl -sk "$extender_url/metrics")
   kubectl get pods -n default -o json >"$state/pods-after.json"
   local wall
   wall=$(echo "$end - $begin" | bc)
   echo "== $phase: $gpu mgpu pods, $cpu plain pods; kube-scheduler client QPS $qps, $nodes nodes, verbs $verbs, confirmations ${delay_ms} ms late"
-  echo "  all bound in $(echo "scale=1; ($bound_at - $begin) / 1" | bc) s ($unbound left unbound); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "  idle CPU before it, ms/s: $(idle_text)"
+  echo "  all bound in $(echo "scale=1; ($bound_at - $begin) / 1" | bc) s ($unbound left unbound), $confirmed confirmed $(echo "scale=1; ($end - $bound_at) / 1" | bc) s later; load average $(cut -d' ' -f1-3 /proc/loadavg)"
   [ "$gpu" -eq 0 ] || echo "  mgpu pods:  $(rate gpu-)"
   [ "$cpu" -eq 0 ] || echo "  plain pods: $(rate plain-)"
   local sum=0 line="  CPU per pod, ms:"
@@ -253,6 +294,11 @@ run_phase() {  # name, mgpu pods, plain pods
     line+=" $p $(printf '%.2f' "$ms"),"
   done
   echo "$line all $(printf '%.2f' "$sum")"
+  echo "  API writes per pod (pods and events, every client): $(printf '%s\n--\n%s\n' "$writes_before" "$writes_after" |
+    awk -v total="$total" '$0 == "--" {after = 1; next} !after {n[$1 " " $2] = $3; next}
+      {d = $3 - n[$1 " " $2]; if (d > 0) {printf "%s%s %s %.2f", sep, $1, $2, d / total; sep = ", "; all += d}}
+      END {printf "; all %.2f", all / total}')"
+  echo "  TCP connections opened on the machine: $((opens_after - opens_before))"
   delta() { echo "$(metric "$after_metrics" "$1") - $(metric "$before_metrics" "$1")" | bc; }
   if [ "$gpu" -gt 0 ]; then
     local binds bind_sum

@@ -207,8 +207,8 @@ std::optional<std::vector<NodePod>> PodTracker::Relist() {
 
 void PodTracker::Refused(Resource, const PendingContainer* container, const std::string& message) {
   if (!container) {  // the kubelet names no pod: the node is all there is to report on
-    RecordEvent(kube::Json{{"kind", "Node"}, {"apiVersion", "v1"}, {"metadata", {{"name", node_}}}}, "Warning",
-                "GPUAllocationFailed", message);
+    RecordEvent(kube::Json{{"kind", "Node"}, {"apiVersion", "v1"}, {"metadata", {{"name", node_}}}},
+                "Warning", "GPUAllocationFailed", message);
     return;
   }
   kube::Json involved = PodRef(container->pod, container->pod_uid);
@@ -260,12 +260,19 @@ void PodTracker::Reconcile(const AllocatedPods& truth) {
     for (const ContainerAssignment& c : allocated.containers) {
       spdlog::info("node={} pod={} container={} card={} allocated", node_, key, c.container,
                    Join(Uuids(c.cards), ","));
-      RecordEvent(tracked.object, "Normal", "GPUAllocated",
-                  "allocated cards " + DescribeCards(c.cards) + " to container " + c.container);
       const ContainerAssignment* assigned = pod.assignment ? pod.assignment->Find(c.container) : nullptr;
-      // Another look-alike's cards are a normal swap inside the pool, not a difference worth a Warning.
-      if (assigned && Normalized(Assignment{{*assigned}}).containers.front() != c &&
-          !WithinPool(node_pods, pod, c)) {
+      // The cards of its assignment: the extender's GPUAssigned event and the D/gpu-allocated just written
+      // say so, and an event for every GPU pod would be one more API write each (issue 27). Another
+      // look-alike's cards are a normal swap inside the pool, said as a Normal event; any other difference
+      // is a Warning.
+      if (assigned && Normalized(Assignment{{*assigned}}).containers.front() == c) continue;
+      if (!assigned || WithinPool(node_pods, pod, c)) {
+        RecordEvent(tracked.object, "Normal", "GPUAllocated",
+                    "allocated cards " + DescribeCards(c.cards) + " to container " + c.container +
+                        (assigned ? ", in place of its assignment " + DescribeCards(assigned->cards) +
+                                        ": look-alike pods may swap cards"
+                                  : ""));
+      } else {
         RecordEvent(tracked.object, "Warning", "GPUAllocationDiffers",
                     "container " + c.container + " holds cards " + DescribeCards(c.cards) +
                         " instead of its assignment " + DescribeCards(assigned->cards));

@@ -3,12 +3,12 @@
 // make of a GPU machine: a Node with cpu, memory, pods and the three mgpu resources in its capacity and
 // allocatable (the plugin's device counts), the Ready condition, the plugin's D/gpu-inventory annotation and
 // gpu.* labels (the plugin's own NodeMetadata), and the label mgpu.io/api-only=true. Its Lease in
-// kube-node-lease is renewed every --lease-renew-s, as a kubelet does, so the node lifecycle controller keeps
-// it Ready. With --confirm-after-ms, it also stands in for the nodes' device plugins: that long after it
-// sees a pod bound to one of its nodes with a D/gpu-assignment, it writes the assignment as D/gpu-allocated
-// and, as the plugin does, a GPUAllocated Event per container (the API writes a GPU pod costs, counted by
-// bench/realcluster_bind.sh).
-// Runs until SIGTERM; nodes that exist already are updated, not recreated.
+// kube-node-lease is renewed every --lease-renew-s (the nodes' renewals spread over that period), as a
+// kubelet does, so the node lifecycle controller keeps it Ready. With --confirm-after-ms, it also stands in
+// for the nodes' device plugins: that long after it sees a pod bound to one of its nodes with a
+// D/gpu-assignment, it writes the assignment as D/gpu-allocated, the one API write the plugin makes for a pod
+// that got its assigned cards (bench/realcluster_bind.sh counts what a GPU pod costs). Runs until SIGTERM;
+// nodes that exist already are updated, not recreated.
 //   mgpu-api-nodes --kubeconfig FILE --nodes N [--cards 2x24576[,8x81920,...]] [--config FILE]
 //                  [--prefix api-node-] [--confirm-after-ms MS] [--lease-renew-s 20]
 // Shapes: COUNTxMiB per node, taken in turn (node i gets shape i mod the number of shapes).
@@ -28,11 +28,9 @@
 
 #include "common/background.h"
 #include "common/clock.h"
-#include "common/codec.h"
 #include "common/config.h"
 #include "common/daemon.h"
 #include "common/kube/client.h"
-#include "common/kube/event_queue.h"
 #include "common/kube/informer.h"
 #include "common/kube/kubeconfig.h"
 #include "deviceplugin/devices.h"
@@ -165,7 +163,10 @@ class ApiNodes {
         client_, options,
         kube::InformerHandlers{[this, mine, names](const Json& pod) { Saw(pod, mine, names); },
                                [this, mine, names](const Json&, const Json& pod) { Saw(pod, mine, names); },
-                               nullptr});
+                               [this](const Json& pod) {
+                                 std::lock_guard<std::mutex> lock(mu_);
+                                 seen_.erase(pod["metadata"].value("uid", ""));
+                               }});
     informer_->Start();
     confirmer_.Start([this, names] { Confirm(names); });
   }
@@ -174,15 +175,25 @@ class ApiNodes {
     if (informer_) informer_->Stop();
     confirmer_.Stop();
     leases_.Stop();
-    events_.Stop();
   }
 
  private:
   void RenewLeases() {
     std::map<std::string, Json> leases;
+    bool first = true;
     while (!leases_.stopping()) {
       const auto round = Clock::now();
-      for (const std::string& node : nodes_) {
+      for (size_t i = 0; i < nodes_.size(); ++i) {
+        const std::string& node = nodes_[i];
+        // After the first round (the leases made at once, for readiness), the renewals are spread evenly
+        // over the period, as the nodes' kubelets renew each on its own clock: a round of them all at once
+        // would load the API server in bursts no real cluster shows.
+        if (!first) {
+          const auto at = round + std::chrono::milliseconds(lease_renew_) * static_cast<int64_t>(i) /
+                                      static_cast<int64_t>(nodes_.size());
+          const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(at - Clock::now());
+          if (wait.count() > 0 && !leases_.SleepFor(wait)) return;
+        }
         if (leases_.stopping()) return;
         Json& lease = leases[node];
         if (lease.is_null()) {
@@ -205,6 +216,7 @@ class ApiNodes {
         lease = renewed.ok() ? renewed.value() : Json();
         if (!renewed.ok()) spdlog::warn("node={} lease not renewed: {}", node, renewed.message());
       }
+      first = false;
       ReportReadyAgain();
       std::unique_lock<std::mutex> lock(mu_);
       leases_.WaitFor(
@@ -247,7 +259,7 @@ class ApiNodes {
     if (!annotations.contains(names.gpu_assignment) || annotations.contains(names.gpu_allocated)) return;
     const std::string key = pod["metadata"].value("namespace", "") + "/" + pod["metadata"].value("name", "");
     std::lock_guard<std::mutex> lock(mu_);
-    if (!seen_.insert(key).second) return;
+    if (!seen_.insert(pod["metadata"].value("uid", "")).second) return;
     due_.push_back(
         {Clock::now() + confirm_after_, key, annotations[names.gpu_assignment].get<std::string>()});
     due_changed_.notify_all();
@@ -277,17 +289,8 @@ class ApiNodes {
       patch.annotations[names.gpu_allocated] = next.assignment;
       kube::ApiResult patched =
           client_.PatchPodMetadata(next.key.substr(0, slash), next.key.substr(slash + 1), patch);
-      if (!patched.ok()) {
-        if (!patched.IsNotFound())
-          spdlog::warn("pod={} gpu-allocated not written: {}", next.key, patched.message());
-        continue;
-      }
-      Result<Assignment> allocated = DecodeAssignment(next.assignment);
-      for (const ContainerAssignment& c :
-           allocated.ok() ? allocated->containers : std::vector<ContainerAssignment>{})
-        events_.Post(kube::PodReference(next.key.substr(0, slash), next.key.substr(slash + 1),
-                                        kube::MetadataString(*patched, "uid")),
-                     "Normal", "GPUAllocated", "allocated the assigned cards to container " + c.container);
+      if (!patched.ok() && !patched.IsNotFound())
+        spdlog::warn("pod={} gpu-allocated not written: {}", next.key, patched.message());
     }
   }
 
@@ -308,11 +311,9 @@ class ApiNodes {
   std::condition_variable due_changed_;
   BackgroundThread leases_{mu_, due_changed_};
   BackgroundThread confirmer_{mu_, due_changed_};
-  std::set<std::string> seen_;  // pods already queued (each is confirmed once)
-  std::deque<Due> due_;         // in time order: every entry waits the same delay
-  // One plugin per node would each create its events; so does this one queue, unsampled.
-  kube::EventQueue events_{client_, "mgpu-device-plugin",
-                           kube::EventLimits{.per_second = 0, .capacity = 100000}};
+  // The uids of the pods queued (each is confirmed once; a pod made again under its name is another pod).
+  std::set<std::string> seen_;
+  std::deque<Due> due_;  // in time order: every entry waits the same delay
 };
 
 }  // namespace
