@@ -135,6 +135,11 @@ api_writes() {
         n[verb " " resource (sub_ == "" ? "" : "/" sub_)] += $NF
     } END { for (k in n) print k, n[k] }' | sort
 }
+# What api_writes counted between two of its answers ($1, $2): "VERB RESOURCE COUNT" for each that grew.
+writes_since() {
+  printf '%s\n--\n%s\n' "$1" "$2" | awk '$0 == "--" {after = 1; next} !after {n[$1 " " $2] = $3; next}
+    $3 > n[$1 " " $2] {print $1, $2, $3 - n[$1 " " $2]}'
+}
 # TCP connections accepted on this machine so far (every process's: the phase's new connections, each a TLS
 # handshake on both ends).
 tcp_opens() { awk '/^Tcp:/ && ++n == 2 {print $7}' /proc/net/snmp; }
@@ -260,8 +265,7 @@ run_phase() {  # name, mgpu pods, plain pods
   # its bind; they fall behind under load), up to 120 s.
   local confirmed=0
   for _ in $(seq 120); do
-    confirmed=$(printf '%s\n--\n%s\n' "$writes_before" "$(api_writes)" |
-      awk '$0 == "--" {after = 1; next} $1 == "PATCH" && $2 == "pods" {if (after) a = $3; else b = $3} END {print a - b}')
+    confirmed=$(writes_since "$writes_before" "$(api_writes)" | awk '$1 " " $2 == "PATCH pods" {n = $3} END {print n + 0}')
     [ "$confirmed" -lt "$gpu" ] || break
     sleep 1
   done
@@ -294,9 +298,8 @@ run_phase() {  # name, mgpu pods, plain pods
     line+=" $p $(printf '%.2f' "$ms"),"
   done
   echo "$line all $(printf '%.2f' "$sum")"
-  echo "  API writes per pod (pods and events, every client): $(printf '%s\n--\n%s\n' "$writes_before" "$writes_after" |
-    awk -v total="$total" '$0 == "--" {after = 1; next} !after {n[$1 " " $2] = $3; next}
-      {d = $3 - n[$1 " " $2]; if (d > 0) {printf "%s%s %s %.2f", sep, $1, $2, d / total; sep = ", "; all += d}}
+  echo "  API writes per pod (pods and events, every client): $(writes_since "$writes_before" "$writes_after" |
+    awk -v total="$total" '{printf "%s%s %s %.2f", sep, $1, $2, $3 / total; sep = ", "; all += $3}
       END {printf "; all %.2f", all / total}')"
   echo "  TCP connections opened on the machine: $((opens_after - opens_before))"
   delta() { echo "$(metric "$after_metrics" "$1") - $(metric "$before_metrics" "$1")" | bc; }
