@@ -24,7 +24,7 @@ packages=(
   build-essential cmake ninja-build pkg-config ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev libyaml-cpp-dev libcpp-httplib-dev
-  libssl-dev zlib1g-dev libbrotli-dev libsimdjson-dev
+  libssl-dev zlib1g-dev libbrotli-dev libsimdjson-dev libnghttp2-dev
 )
 cmake_options=()
 if [ "$setup" != daemons ]; then

@@ -27,7 +27,7 @@ RUN CCACHE_DIR=/var/cache/mgpu-ccache MGPU_SETUP=daemons MGPU_BUILD_DIR=/build \
 FROM ${RUNTIME_BASE}
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      ca-certificates libgrpc++1.51 libprotobuf32 libcurl4 libspdlog1.10 libfmt9 libyaml-cpp0.7 \
+      ca-certificates libgrpc++1.51 libprotobuf32 libcurl4 libnghttp2-14 libspdlog1.10 libfmt9 libyaml-cpp0.7 \
       libcpp-httplib0.11 \
  && apt-get clean && rm -rf /var/lib/apt/lists/*
 COPY --from=build /build/src/deviceplugin/mgpu-device-plugin /usr/local/bin/mgpu-device-plugin

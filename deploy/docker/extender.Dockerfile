@@ -23,7 +23,7 @@ RUN CCACHE_DIR=/var/cache/mgpu-ccache MGPU_SETUP=daemons MGPU_BUILD_DIR=/build \
 FROM ${RUNTIME_BASE}
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      ca-certificates libcurl4 libspdlog1.10 libfmt9 libyaml-cpp0.7 libcpp-httplib0.11 libsimdjson14 \
+      ca-certificates libcurl4 libnghttp2-14 libspdlog1.10 libfmt9 libyaml-cpp0.7 libcpp-httplib0.11 libsimdjson14 \
  && apt-get clean && rm -rf /var/lib/apt/lists/*
 COPY --from=build /build/src/extender/mgpu-scheduler-extender /usr/local/bin/mgpu-scheduler-extender
 # No per-thread malloc caches: chunks a long-lived thread (an informer's) keeps cached after a wave of pods

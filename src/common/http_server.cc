@@ -16,10 +16,12 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <regex>
 #include <thread>
 #include <utility>
 
 #include "common/config.h"
+#include "common/http2_connection.h"
 
 namespace mgpu {
 namespace {
@@ -49,6 +51,25 @@ std::string AddressOf(int fd, bool peer, int* port = nullptr) {
     if (port) *port = ntohs(in6->sin6_port);
   }
   return text;
+}
+
+// The server's protocols by ALPN, HTTP/2 first: the first of them that the client offers.
+int SelectProtocol(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+                   unsigned int inlen, void*) {
+  static constexpr unsigned char kProtocols[] = "\x02h2\x08http/1.1";
+  unsigned char* selected = nullptr;
+  if (SSL_select_next_proto(&selected, outlen, kProtocols, sizeof(kProtocols) - 1, in, inlen) !=
+      OPENSSL_NPN_NEGOTIATED)
+    return SSL_TLSEXT_ERR_NOACK;
+  *out = selected;
+  return SSL_TLSEXT_ERR_OK;
+}
+
+bool SpeaksHttp2(SSL* ssl) {
+  const unsigned char* protocol = nullptr;
+  unsigned int length = 0;
+  SSL_get0_alpn_selected(ssl, &protocol, &length);
+  return length == 2 && protocol[0] == 'h' && protocol[1] == '2';
 }
 
 enum class Wait { kReady, kTimedOut, kStopped, kFailed };
@@ -258,7 +279,8 @@ std::string RenderHttpRefusals(std::string_view prefix, const HttpRefusals& refu
 // between accept and routing).
 class BoundedHttpServer::Server final : public httplib::Server {
  public:
-  Server(const std::string& daemon, const HttpLimits& limits) : daemon_(daemon), limits_(limits) {
+  Server(const std::string& daemon, const HttpLimits& limits)
+      : daemon_(daemon), limits_(limits), streams_(static_cast<size_t>(limits.workers)) {
     std::signal(SIGPIPE, SIG_IGN);  // a peer gone while TLS writes must not end the process
     if (pipe2(stop_pipe_, O_CLOEXEC) != 0) stop_pipe_[0] = stop_pipe_[1] = -1;
   }
@@ -269,6 +291,13 @@ class BoundedHttpServer::Server final : public httplib::Server {
   }
 
   void UseTls(SSL_CTX* tls) { tls_ = tls; }
+
+  // The routes again, for HTTP/2 requests (httplib's routing reads HTTP/1.1 off a stream).
+  void AddRoute(std::string method, const std::string& pattern, Handler handler) {
+    routes_.push_back({std::move(method), std::regex(pattern), std::move(handler)});
+  }
+  // After the connections have ended: the HTTP/2 requests still in handlers finish.
+  void DrainStreams() { streams_.shutdown(); }
 
   // Wakes every connection's wait, then stops accepting and joins the workers.
   void Halt() {
@@ -311,6 +340,8 @@ class BoundedHttpServer::Server final : public httplib::Server {
         ++busy_;
         spdlog::warn("http client={} refused: {}", client, refusal);
         connection.Respond(503, "Service Unavailable", daemon_ + " " + refusal);
+      } else if (ssl && SpeaksHttp2(ssl)) {
+        ServeHttp2(sock, ssl, client);
       } else {
         Serve(connection, client);
       }
@@ -338,6 +369,33 @@ class BoundedHttpServer::Server final : public httplib::Server {
       if (!served || closed) break;
     }
     if (connection.timed_out()) TimedOut(connection, client);
+  }
+
+  void ServeHttp2(int sock, SSL* ssl, const std::string& client) {
+    const Http2Bounds bounds{limits_.request_timeout, static_cast<uint32_t>(limits_.connections_per_client),
+                             limits_.max_body_bytes};
+    Http2Connection connection(
+        sock, ssl, stop_pipe_[0], daemon_, client, bounds,
+        [this](httplib::Request& req, httplib::Response& res) { Route(req, res); },
+        [this](std::function<void()> job) { streams_.enqueue(std::move(job)); }, timed_out_);
+    connection.Serve();
+  }
+
+  // What httplib's routing and exception handler do for an HTTP/1.1 request.
+  void Route(httplib::Request& req, httplib::Response& res) const {
+    for (const auto& route : routes_) {
+      if (route.method != req.method || !std::regex_match(req.path, route.pattern)) continue;
+      try {
+        route.handler(req, res);
+      } catch (...) {
+        spdlog::error("{} {}: {}", req.method, req.path, DescribeException(std::current_exception()));
+        res = httplib::Response();
+        res.status = 500;
+        res.set_content(InternalErrorSentence(daemon_, req.path) + "\n", "text/plain");
+      }
+      return;
+    }
+    res.status = 404;
   }
 
   void TimedOut(Connection& connection, const std::string& client) {
@@ -404,8 +462,15 @@ class BoundedHttpServer::Server final : public httplib::Server {
     int serving = 0;
     int waiting = 0;
   };
+  struct RouteEntry {
+    std::string method;
+    std::regex pattern;
+    Handler handler;
+  };
   const std::string& daemon_;
   const HttpLimits& limits_;
+  std::vector<RouteEntry> routes_;
+  WorkerPool streams_;  // runs the HTTP/2 requests
   SSL_CTX* tls_ = nullptr;
   int stop_pipe_[2] = {-1, -1};
   std::atomic<bool> halted_{false};
@@ -523,10 +588,12 @@ BoundedHttpServer::BoundedHttpServer(std::string daemon, HttpLimits limits)
 BoundedHttpServer::~BoundedHttpServer() { Stop(); }
 
 void BoundedHttpServer::Get(const std::string& pattern, Handler handler) {
+  server_->AddRoute("GET", pattern, handler);
   server_->Get(pattern, std::move(handler));
 }
 
 void BoundedHttpServer::Post(const std::string& pattern, Handler handler) {
+  server_->AddRoute("POST", pattern, handler);
   server_->Post(pattern, std::move(handler));
 }
 
@@ -545,6 +612,7 @@ Status BoundedHttpServer::Start(const std::string& address, std::string_view key
       if (tls) SSL_CTX_free(tls);
       return Error{"cannot load the TLS certificate " + tls_cert_file + " and key " + tls_key_file};
     }
+    if (limits_.http2) SSL_CTX_set_alpn_select_cb(tls, SelectProtocol, nullptr);
     server_->UseTls(tls);
   }
   port_ = listen->port == 0 ? server_->bind_to_any_port(listen->host)
@@ -558,6 +626,7 @@ Status BoundedHttpServer::Start(const std::string& address, std::string_view key
 
 void BoundedHttpServer::Stop() {
   thread_.Stop([this] { server_->Halt(); });
+  server_->DrainStreams();
 }
 
 HttpRefusals BoundedHttpServer::Refusals() const { return server_->Refusals(); }

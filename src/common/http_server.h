@@ -12,7 +12,12 @@
 //   for it: kube-scheduler's concurrent binds are never turned away while the extender has capacity for them.
 //   Only a connection that waited `request_timeout` in vain, or one beyond `connections_per_client` waiting
 //   connections of its client, gets a 503 with one sentence;
-// - an exception out of a handler is a 500 with one sentence naming the daemon; the log has the details.
+// - an exception out of a handler is a 500 with one sentence naming the daemon; the log has the details;
+// - with `http2` and TLS, a client that offers "h2" by ALPN (kube-scheduler's and the API server's Go
+//   clients do) gets HTTP/2: its concurrent requests are streams of one connection, each run on a worker of
+//   their own (at most `workers` at once over all connections), with the same bounds per stream
+//   (http2_connection.h) and at most `connections_per_client` streams open per connection. Others get
+//   HTTP/1.1 as above.
 // Each refusal is logged with the client's address and counted (Counters()).
 #pragma once
 
@@ -44,6 +49,7 @@ struct HttpLimits {
   std::chrono::milliseconds request_timeout{10000};
   int connections_per_client = 6;
   size_t max_body_bytes = size_t{8} << 20;
+  bool http2 = false;  // offer HTTP/2 over TLS (handlers that set_content only: no streamed responses)
 };
 
 // The connections refused so far (for /metrics).

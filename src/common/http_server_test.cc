@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
+#include <utility>
 
 #include <atomic>
 #include <condition_variable>
@@ -13,7 +15,10 @@
 #include <set>
 #include <thread>
 
+#include <curl/curl.h>
 #include <gtest/gtest.h>
+#include <nghttp2/nghttp2.h>
+#include <openssl/ssl.h>
 
 #include "support/test_certs.h"
 #include "testing/test_env.h"
@@ -43,6 +48,7 @@ class RawClient {
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
   }
   ~RawClient() { close(fd_); }
+  int fd() const { return fd_; }
   bool ok() const { return bound_ && connected_; }
   void Send(const std::string& bytes) {
     ASSERT_EQ(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size()));
@@ -260,25 +266,261 @@ TEST(BoundedHttpServerTest, AnExceptionIsA500WithOneSentence) {
   EXPECT_EQ(again->body, "hi");
 }
 
-TEST(BoundedHttpServerTest, ServesTlsAndBoundsTheHandshake) {
-  testing::TempDir dir;
-  Result<testing::TestCerts> certs = testing::GenerateTestCerts(dir.path());
-  ASSERT_TRUE(certs.ok()) << certs.message();
+// A server with the test CA's certificate (its clients verify it).
+class BoundedHttpsServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Result<testing::TestCerts> certs = testing::GenerateTestCerts(dir_.path());
+    ASSERT_TRUE(certs.ok()) << certs.message();
+    certs_ = *certs;
+  }
+  std::unique_ptr<BoundedHttpServer> ServingTls(HttpLimits limits, Gate* gate = nullptr) {
+    auto server = Serving(limits, gate);
+    if (!server->Start("127.0.0.1:0", "test.address", certs_.server_cert, certs_.server_key).ok())
+      return nullptr;
+    return server;
+  }
+
+  // GETs `path` with httplib's client (HTTP/1.1, no ALPN): the body, or what failed.
+  std::string Http11Get(int port, const std::string& path) {
+    httplib::SSLClient client("127.0.0.1", port);
+    client.set_ca_cert_path(certs_.ca_cert.c_str());
+    client.enable_server_certificate_verification(true);
+    auto res = client.Get(path.c_str());
+    return res ? res->body : "failed: " + httplib::to_string(res.error());
+  }
+
+  testing::TempDir dir_;
+  testing::TestCerts certs_;
+};
+
+TEST_F(BoundedHttpsServerTest, ServesTlsAndBoundsTheHandshake) {
   HttpLimits limits;
   limits.request_timeout = 300ms;
-  auto server = Serving(limits);
-  ASSERT_TRUE(server->Start("127.0.0.1:0", "test.address", certs->server_cert, certs->server_key).ok());
-  httplib::SSLClient client("127.0.0.1", server->port());
-  client.set_ca_cert_path(certs->ca_cert.c_str());
-  client.enable_server_certificate_verification(true);
-  auto res = client.Get("/hello");
-  ASSERT_TRUE(res) << httplib::to_string(res.error());
-  EXPECT_EQ(res->body, "hi");
+  auto server = ServingTls(limits);
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(Http11Get(server->port(), "/hello"), "hi");
   // A client that never says hello is cut at the timeout (no 408: there is no TLS session to write it on).
   RawClient silent(server->port());
   ASSERT_TRUE(silent.ok());
   EXPECT_EQ(silent.ReadToEnd(), "");
   EXPECT_TRUE(silent.closed());
+  EXPECT_EQ(server->Refusals().timed_out, 1u);
+}
+
+// Requests sent at once by libcurl over TLS (verified against the test CA), as streams of one connection
+// where the server speaks HTTP/2. Each transfer gives up after 20 s: a bound on a failing test.
+struct Exchange {
+  Exchange(std::string path, std::string body = "") : path(std::move(path)), body(std::move(body)) {}
+  std::string path;
+  std::string body;  // POSTed when not empty
+  long status = 0;
+  std::string answer;
+  long version = 0;   // CURL_HTTP_VERSION_*
+  long connects = 0;  // connections this transfer opened
+};
+
+void ExchangeAll(std::vector<Exchange>& exchanges, int port, const std::string& ca_cert) {
+  CURLM* multi = curl_multi_init();
+  curl_multi_setopt(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+  const auto collect = +[](char* data, size_t size, size_t n, void* into) {
+    static_cast<std::string*>(into)->append(data, size * n);
+    return size * n;
+  };
+  std::vector<CURL*> transfers;
+  for (Exchange& e : exchanges) {
+    CURL* curl = curl_easy_init();
+    const std::string url = "https://127.0.0.1:" + std::to_string(port) + e.path;
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_CAINFO, ca_cert.c_str());
+    curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(curl, CURLOPT_PIPEWAIT, 1L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 20L);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &e.answer);
+    if (!e.body.empty()) {
+      curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(e.body.size()));
+      curl_easy_setopt(curl, CURLOPT_POSTFIELDS, e.body.c_str());
+    }
+    curl_multi_add_handle(multi, curl);
+    transfers.push_back(curl);
+  }
+  for (int running = 1; running > 0;) {
+    curl_multi_perform(multi, &running);
+    if (running > 0) curl_multi_poll(multi, nullptr, 0, 1000, nullptr);
+  }
+  for (size_t i = 0; i < transfers.size(); ++i) {
+    curl_easy_getinfo(transfers[i], CURLINFO_RESPONSE_CODE, &exchanges[i].status);
+    curl_easy_getinfo(transfers[i], CURLINFO_HTTP_VERSION, &exchanges[i].version);
+    curl_easy_getinfo(transfers[i], CURLINFO_NUM_CONNECTS, &exchanges[i].connects);
+    curl_multi_remove_handle(multi, transfers[i]);
+    curl_easy_cleanup(transfers[i]);
+  }
+  curl_multi_cleanup(multi);
+}
+
+// kube-scheduler's client offers HTTP/2: its concurrent binds then share one connection, each running on a
+// worker of its own; the answers (404, a handler's exception) are those of HTTP/1.1.
+TEST_F(BoundedHttpsServerTest, Http2ServesConcurrentRequestsAsStreamsOfOneConnection) {
+  HttpLimits limits;
+  limits.http2 = true;
+  Gate gate;
+  auto server = ServingTls(limits, &gate);
+  ASSERT_NE(server, nullptr);
+  std::vector<Exchange> exchanges = {{"/hold"},          {"/hold"},  {"/hold"},
+                                     {"/echo", "hello"}, {"/throw"}, {"/nowhere"}};
+  std::thread client([&] { ExchangeAll(exchanges, server->port(), certs_.ca_cert); });
+  const bool held_at_once = gate.WaitHeld(3);  // the three holds in handlers together
+  gate.Open();
+  client.join();
+  EXPECT_TRUE(held_at_once);
+  long connects = 0;
+  for (const Exchange& e : exchanges) {
+    EXPECT_EQ(e.version, CURL_HTTP_VERSION_2_0) << e.path;
+    connects += e.connects;
+  }
+  EXPECT_EQ(connects, 1);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(exchanges[i].status, 200);
+    EXPECT_EQ(exchanges[i].answer, "held");
+  }
+  EXPECT_EQ(exchanges[3].status, 200);
+  EXPECT_EQ(exchanges[3].answer, "hello");
+  EXPECT_EQ(exchanges[4].status, 500);
+  EXPECT_EQ(
+      exchanges[4].answer,
+      "test-daemon failed on this /throw request with an internal error (its log has the details); retry\n");
+  EXPECT_EQ(exchanges[5].status, 404);
+  EXPECT_EQ(server->Refusals().timed_out, 0u);
+}
+
+// Without the option, or to a client that does not offer "h2" (httplib's), the server speaks HTTP/1.1.
+TEST_F(BoundedHttpsServerTest, Http2OnlyWhenOfferedAndAsked) {
+  for (bool http2 : {false, true}) {
+    HttpLimits limits;
+    limits.http2 = http2;
+    auto server = ServingTls(limits);
+    ASSERT_NE(server, nullptr);
+    std::vector<Exchange> exchanges = {{"/hello"}};
+    ExchangeAll(exchanges, server->port(), certs_.ca_cert);
+    EXPECT_EQ(exchanges[0].answer, "hi");
+    EXPECT_EQ(exchanges[0].version, http2 ? CURL_HTTP_VERSION_2_0 : CURL_HTTP_VERSION_1_1);
+    EXPECT_EQ(Http11Get(server->port(), "/hello"), "hi");
+  }
+}
+
+// A body over the bound is answered 413 with one sentence, and the connection goes on.
+TEST_F(BoundedHttpsServerTest, Http2BodyOverTheBoundIs413) {
+  HttpLimits limits;
+  limits.http2 = true;
+  limits.max_body_bytes = 100;
+  auto server = ServingTls(limits);
+  ASSERT_NE(server, nullptr);
+  std::vector<Exchange> exchanges = {{"/echo", std::string(1000, 'x')}, {"/echo", "small"}};
+  ExchangeAll(exchanges, server->port(), certs_.ca_cert);
+  EXPECT_EQ(exchanges[0].status, 413);
+  EXPECT_EQ(exchanges[0].answer, "test-daemon takes request bodies of at most 100 bytes\n");
+  EXPECT_EQ(exchanges[1].status, 200);
+  EXPECT_EQ(exchanges[1].answer, "small");
+  EXPECT_EQ(exchanges[0].connects + exchanges[1].connects, 1);
+}
+
+// A bare HTTP/2 client (nghttp2's client session on a blocking TLS socket) for what libcurl cannot be: a
+// client whose request body stops coming (libcurl does not read the answer of a paused upload). Reads give
+// up after 10 s: a bound on a failing test.
+class SlowHttp2Client {
+ public:
+  SlowHttp2Client(int port) : tcp_(port) {
+    tls_ = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_set_alpn_protos(tls_, reinterpret_cast<const unsigned char*>("\x02h2"), 3);
+    ssl_ = SSL_new(tls_);
+    SSL_set_fd(ssl_, tcp_.fd());
+    nghttp2_session_callbacks* callbacks;
+    nghttp2_session_callbacks_new(&callbacks);
+    nghttp2_session_callbacks_set_on_header_callback(
+        callbacks, +[](nghttp2_session*, const nghttp2_frame*, const uint8_t* name, size_t namelen,
+                       const uint8_t* value, size_t valuelen, uint8_t, void* self) {
+          if (std::string_view(reinterpret_cast<const char*>(name), namelen) == ":status")
+            static_cast<SlowHttp2Client*>(self)->status_ =
+                std::string(reinterpret_cast<const char*>(value), valuelen);
+          return 0;
+        });
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(
+        callbacks, +[](nghttp2_session*, uint8_t, int32_t, const uint8_t* data, size_t len, void* self) {
+          static_cast<SlowHttp2Client*>(self)->answer_.append(reinterpret_cast<const char*>(data), len);
+          return 0;
+        });
+    nghttp2_session_callbacks_set_on_stream_close_callback(
+        callbacks, +[](nghttp2_session*, int32_t, uint32_t, void* self) {
+          static_cast<SlowHttp2Client*>(self)->closed_ = true;
+          return 0;
+        });
+    nghttp2_session_client_new(&session_, callbacks, this);
+    nghttp2_session_callbacks_del(callbacks);
+  }
+  ~SlowHttp2Client() {
+    nghttp2_session_del(session_);
+    SSL_free(ssl_);
+    SSL_CTX_free(tls_);
+  }
+
+  // POSTs `path` with a content-length of 10 and sends 3 bytes of it; returns the status and body of the
+  // answer ("" when none came).
+  std::pair<std::string, std::string> PostThreeBytesOfTen(const std::string& path) {
+    if (!tcp_.ok() || SSL_connect(ssl_) != 1) return {};
+    nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, nullptr, 0);
+    std::string authority = "127.0.0.1";
+    std::vector<std::pair<std::string, std::string>> fields = {{":method", "POST"},
+                                                               {":scheme", "https"},
+                                                               {":authority", authority},
+                                                               {":path", path},
+                                                               {"content-length", "10"}};
+    std::vector<nghttp2_nv> nva;
+    for (auto& [name, value] : fields)
+      nva.push_back({reinterpret_cast<uint8_t*>(name.data()), reinterpret_cast<uint8_t*>(value.data()),
+                     name.size(), value.size(), NGHTTP2_NV_FLAG_NONE});
+    nghttp2_data_provider body{};
+    body.read_callback = +[](nghttp2_session*, int32_t, uint8_t* buf, size_t, uint32_t*,
+                             nghttp2_data_source* sent, void*) -> ssize_t {
+      if (std::exchange(sent->ptr, nullptr) == nullptr) return NGHTTP2_ERR_DEFERRED;
+      std::memcpy(buf, "abc", 3);
+      return 3;
+    };
+    body.source.ptr = this;
+    nghttp2_submit_request(session_, nullptr, nva.data(), nva.size(), &body, nullptr);
+    uint8_t buffer[16 * 1024];
+    while (!closed_) {
+      const uint8_t* out;
+      for (ssize_t n; (n = nghttp2_session_mem_send(session_, &out)) > 0;)
+        if (SSL_write(ssl_, out, static_cast<int>(n)) <= 0) return {status_, answer_};
+      const int n = SSL_read(ssl_, buffer, sizeof(buffer));
+      if (n <= 0 || nghttp2_session_mem_recv(session_, buffer, static_cast<size_t>(n)) < 0) break;
+    }
+    return {status_, answer_};
+  }
+
+ private:
+  RawClient tcp_;
+  SSL_CTX* tls_ = nullptr;
+  SSL* ssl_ = nullptr;
+  nghttp2_session* session_ = nullptr;
+  std::string status_;
+  std::string answer_;
+  bool closed_ = false;
+};
+
+// A request whose body stops coming is answered 408 with one sentence; the others on its connection are not
+// held up by it.
+TEST_F(BoundedHttpsServerTest, Http2RequestThatDoesNotArriveWholeIs408) {
+  HttpLimits limits;
+  limits.http2 = true;
+  limits.request_timeout = 300ms;
+  auto server = ServingTls(limits);
+  ASSERT_NE(server, nullptr);
+  SlowHttp2Client slow(server->port());
+  const auto [status, answer] = slow.PostThreeBytesOfTen("/echo");
+  EXPECT_EQ(status, "408");
+  EXPECT_EQ(answer, "test-daemon did not get this request whole within 300 ms\n");
   EXPECT_EQ(server->Refusals().timed_out, 1u);
 }
 

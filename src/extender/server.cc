@@ -50,6 +50,9 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
   limits.request_timeout = std::chrono::milliseconds(config.http_request_timeout_ms);
   limits.connections_per_client = static_cast<int>(config.http_connections_per_client);
   limits.max_body_bytes = static_cast<size_t>(config.max_body_bytes);
+  // kube-scheduler then sends its concurrent calls over one connection instead of a TLS handshake for each
+  // beyond the two it keeps idle (bench/RESULTS.md section 5).
+  limits.http2 = true;
   server_ = std::make_unique<BoundedHttpServer>(kDaemon, limits);
   BoundedHttpServer& s = *server_;
 

@@ -273,14 +273,26 @@ Client::~Client() {
 
 void* Client::AcquireHandle() {
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    ++waiting_;
+    released_.wait(lock, [&] { return in_use_ < kMaxHandles; });
+    --waiting_;
+    ++in_use_;
     if (!handles_.empty()) {
       void* handle = handles_.back().handle;
       handles_.pop_back();
       return handle;
     }
   }
-  return curl_easy_init();
+  void* handle = curl_easy_init();
+  if (handle == nullptr) {
+    {
+      std::lock_guard lock(mu_);
+      --in_use_;
+    }
+    released_.notify_one();
+  }
+  return handle;
 }
 
 std::vector<void*> Client::TakeIdleLocked(std::chrono::steady_clock::time_point now) {
@@ -300,17 +312,21 @@ void Client::ReleaseHandle(void* handle) {
     std::lock_guard lock(mu_);
     const auto now = std::chrono::steady_clock::now();
     close = TakeIdleLocked(now);
-    if (handles_.size() < kMaxIdleHandles)
-      handles_.push_back({handle, now});
-    else
-      close.push_back(handle);
+    handles_.push_back({handle, now});
+    --in_use_;
   }
+  released_.notify_one();
   for (void* h : close) curl_easy_cleanup(static_cast<CURL*>(h));  // and its connection
 }
 
 size_t Client::IdleHandles() {
   std::lock_guard lock(mu_);
   return handles_.size();
+}
+
+size_t Client::WaitingForHandle() {
+  std::lock_guard lock(mu_);
+  return waiting_;
 }
 
 size_t Client::CloseIdleHandles() {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -217,13 +218,18 @@ class Client {
   // The controller named by an owner reference (ReplicaSet, Deployment, StatefulSet, DaemonSet, Job).
   ApiResult GetOwner(std::string_view ns, const Json& owner_reference);
 
-  // Handles (each with its open connection to the API server, its TLS state and buffers) are kept for reuse,
-  // at most kMaxIdleHandles of them: one released past that is closed. Without the bound the pool kept as
-  // many as were ever in use at once (98 connections in the extender after a real kube-scheduler's burst of
-  // binds, about 8 MB of heap). client-go keeps 25 idle connections per host.
-  static constexpr size_t kMaxIdleHandles = 25;
-  // Handles kept for the next requests (tests).
+  // Each request holds a handle (its open connection to the API server, its TLS state and buffers), at most
+  // kMaxHandles at once: a request beyond them waits for one to be released. Released handles are kept for
+  // the next requests. Without the bound on idle handles the pool kept as many as were ever in use at once
+  // (98 connections in the extender after a real kube-scheduler's burst of binds, about 8 MB of heap); with
+  // that bound alone, a burst past it opened a connection, and the API server a TLS handshake, for each
+  // request beyond the kept ones (~500 per 2,000 binds once kube-scheduler's binds came over HTTP/2, the
+  // API server's CPU per pod up by a quarter: bench/RESULTS.md section 5). client-go keeps 25 idle
+  // connections per host (and multiplexes its requests over HTTP/2).
+  static constexpr size_t kMaxHandles = 25;
+  // Handles kept for the next requests, and requests waiting for a handle (tests).
   size_t IdleHandles();
+  size_t WaitingForHandle();
   // Closes the kept handles unused for idle_connection_timeout; returns how many. Releasing a handle does it
   // too; a daemon whose client may fall silent after a burst calls it now and then.
   size_t CloseIdleHandles();
@@ -245,13 +251,16 @@ class Client {
   std::string base_url_;  // config_.server; with tls-server-name, that name in place of the host
   void* connect_to_ =
       nullptr;          // curl_slist: with tls-server-name, "name:port:host:port" (connect to the host)
-  std::mutex mu_;       // guards handles_ and the token cache
+  std::mutex mu_;       // guards handles_, in_use_, waiting_ and the token cache
   std::mutex exec_mu_;  // one exec plugin run at a time
   struct KeptHandle {
     void* handle;
     std::chrono::steady_clock::time_point since;  // released then
   };
   std::vector<KeptHandle> handles_;  // the most recently released last
+  size_t in_use_ = 0;                // handles held by requests
+  size_t waiting_ = 0;               // requests waiting for one
+  std::condition_variable released_;
   // Takes the handles unused for idle_connection_timeout out of handles_ (under mu_), to be closed outside
   // it.
   std::vector<void*> TakeIdleLocked(std::chrono::steady_clock::time_point now);

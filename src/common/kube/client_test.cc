@@ -120,22 +120,26 @@ TEST(JsonPath, FindsNestedFieldsAndToleratesAnyShape) {
   EXPECT_EQ(FindPath(pod, {}), &pod);
 }
 
-// A burst of concurrent requests takes as many handles, each with its connection; once it is over, at most
-// kMaxIdleHandles stay open. The server answers none of the burst until all of it has arrived (bounds of
-// 10 s on a failing run), so the burst is in flight at once.
-TEST(ClientPool, KeepsAtMostItsBoundOfIdleConnectionsAfterABurst) {
+// A burst of concurrent requests holds at most kMaxHandles handles, each with its connection, at once: the
+// rest wait for one rather than open more; once it is over, those connections stay open for the next. The
+// server holds what it gets until kMaxHandles requests are in it and the others wait in the client (bounds of
+// 10 s on a failing run).
+TEST(ClientPool, AtMostItsBoundOfConnectionsAtOnceAndKeptAfterABurst) {
   constexpr int kBurst = 40;
+  constexpr int kMax = static_cast<int>(Client::kMaxHandles);
   httplib::Server server;
   server.new_task_queue = [] { return new httplib::ThreadPool(kBurst + 4); };
   server.set_keep_alive_max_count(1);  // its threads do not wait on the kept connections when it stops
   std::mutex mu;
   std::condition_variable arrived;
-  int waiting = 0;
+  int in_server = 0, most_in_server = 0;
+  bool open = false;
   server.Get(R"(/api/v1/nodes/.*)", [&](const httplib::Request&, httplib::Response& res) {
     std::unique_lock lock(mu);
-    ++waiting;
+    most_in_server = std::max(most_in_server, ++in_server);
     arrived.notify_all();
-    arrived.wait_for(lock, std::chrono::seconds(10), [&] { return waiting >= kBurst; });
+    arrived.wait_for(lock, std::chrono::seconds(10), [&] { return open; });
+    --in_server;
     res.set_content(R"({"kind":"Node","metadata":{"name":"n1"}})", "application/json");
   });
   const int port = server.bind_to_any_port("127.0.0.1");
@@ -150,16 +154,25 @@ TEST(ClientPool, KeepsAtMostItsBoundOfIdleConnectionsAfterABurst) {
   std::vector<std::thread> burst;
   for (int i = 0; i < kBurst; ++i) {
     burst.emplace_back([&] { ok += client->Get(kNodes, "", "n1").ok(); });
+    if (i >= kMax) continue;
     std::unique_lock lock(mu);  // one connection at a time: httplib listens with a backlog of 5
-    arrived.wait_for(lock, std::chrono::seconds(10), [&] { return waiting > i; });
+    arrived.wait_for(lock, std::chrono::seconds(10), [&] { return in_server > i; });
+  }
+  const bool rest_wait = WaitUntil([&] { return client->WaitingForHandle() == kBurst - kMax; });
+  {
+    std::lock_guard lock(mu);
+    open = true;
+    arrived.notify_all();
   }
   for (std::thread& t : burst) t.join();
   server.stop();
   serving.join();
+  EXPECT_TRUE(rest_wait) << client->WaitingForHandle() << " requests waiting for a handle";
   EXPECT_EQ(ok.load(), kBurst);
-  EXPECT_EQ(client->IdleHandles(), Client::kMaxIdleHandles);  // kBurst before
+  EXPECT_EQ(most_in_server, kMax);
+  EXPECT_EQ(client->IdleHandles(), Client::kMaxHandles);
   EXPECT_EQ(client->CloseIdleHandles(), 0u);  // none idle for idle_connection_timeout (90 s) yet
-  EXPECT_EQ(client->IdleHandles(), Client::kMaxIdleHandles);
+  EXPECT_EQ(client->IdleHandles(), Client::kMaxHandles);
 }
 
 TEST_F(ClientTest, AConnectionIdlePastItsTimeoutIsClosed) {
