@@ -16,10 +16,11 @@
 # one lease period of mgpu-api-nodes, right before the phase with its pods created, since the API server's
 # idle cost keeps falling for minutes after the nodes appear; kube-scheduler's, paused then, and its own
 # start-up, a pause and resume with nothing to schedule, once at the start); the API server's writes to pods
-# and events per pod (its apiserver_request_total) and the TCP connections opened on the machine; the
-# extender's binds, errors and refused connections, the events it created or skipped, the cards in use and any
-# card over-committed. On a machine this small every figure, the CPU per pod too, depends on what else runs
-# (more in flight at once costs more each): the script prints the load average.
+# and events per pod (its apiserver_request_total), the pod watch events it sent per pod and their bytes, and
+# the TCP connections opened on the machine; the extender's binds, errors and refused connections, the events
+# it created or skipped, the cards in use and any card over-committed. On a machine this small every figure,
+# the CPU per pod too, depends on what else runs (more in flight at once costs more each): the script prints
+# the load average.
 # The extender's memory (RSS, its mgpu_extender_heap_bytes, threads) before the first phase, with each phase's
 # pods bound, and once they are deleted and it has settled, its burst's workers ended (issue 27's "memory you
 # can state").
@@ -135,6 +136,14 @@ api_writes() {
         n[verb " " resource (sub_ == "" ? "" : "/" sub_)] += $NF
     } END { for (k in n) print k, n[k] }' | sort
 }
+# The pod watch events the API server has sent so far to every watcher, and their bytes ("EVENTS BYTES"):
+# each write to a pod goes to each of its watchers (kube-scheduler, the controller-manager, the extender, the
+# stand-in plugins).
+pod_watch_sent() {
+  curl -sk --max-time 5 --cert "$state/pki/admin.crt" --key "$state/pki/admin.key" "$MGPU_CLUSTER_APISERVER/metrics" |
+    awk '/^apiserver_watch_events_total\{.*resource="pods"/ {n += $NF}
+      /^apiserver_watch_events_sizes_sum\{.*resource="pods"/ {b += $NF} END {print n + 0, b + 0}'
+}
 # What api_writes counted between two of its answers ($1, $2): "VERB RESOURCE COUNT" for each that grew.
 writes_since() {
   printf '%s\n--\n%s\n' "$1" "$2" | awk '$0 == "--" {after = 1; next} !after {n[$1 " " $2] = $3; next}
@@ -239,6 +248,7 @@ run_phase() {  # name, mgpu pods, plain pods
   before_metrics=$(curl -sk "$extender_url/metrics")
   local writes_before opens_before
   writes_before=$(api_writes)
+  watch_before=$(pod_watch_sent)
   opens_before=$(tcp_opens)
   sample
   local begin
@@ -276,6 +286,7 @@ run_phase() {  # name, mgpu pods, plain pods
   for p in "${processes[@]}"; do t1[$p]=$(ticks "$(pid_of "$p")"); done
   local writes_after opens_after
   writes_after=$(api_writes)
+  watch_after=$(pod_watch_sent)
   opens_after=$(tcp_opens)
   local after_metrics
   after_metrics=$(curl -sk "$extender_url/metrics")
@@ -301,6 +312,8 @@ run_phase() {  # name, mgpu pods, plain pods
   echo "  API writes per pod (pods and events, every client): $(writes_since "$writes_before" "$writes_after" |
     awk -v total="$total" '{printf "%s%s %s %.2f", sep, $1, $2, $3 / total; sep = ", "; all += $3}
       END {printf "; all %.2f", all / total}')"
+  echo "  pod watch events sent per pod: $(printf '%s %s' "$watch_before" "$watch_after" |
+    awk -v total="$total" '{printf "%.2f, %.0f bytes", ($3 - $1) / total, ($4 - $2) / total}')"
   echo "  TCP connections opened on the machine: $((opens_after - opens_before))"
   delta() { echo "$(metric "$after_metrics" "$1") - $(metric "$before_metrics" "$1")" | bc; }
   if [ "$gpu" -gt 0 ]; then
