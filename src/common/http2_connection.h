@@ -31,10 +31,11 @@
 
 namespace mgpu {
 
+// The server's HttpLimits, per stream (set from them: no defaults of their own).
 struct Http2Bounds {
-  std::chrono::milliseconds timeout{10000};
-  uint32_t max_streams = 100;
-  size_t max_body_bytes = size_t{8} << 20;
+  std::chrono::milliseconds timeout;
+  uint32_t max_streams;
+  size_t max_body_bytes;
 };
 
 class Http2Connection {

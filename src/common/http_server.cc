@@ -65,6 +65,14 @@ int SelectProtocol(SSL*, const unsigned char** out, unsigned char* outlen, const
   return SSL_TLSEXT_ERR_OK;
 }
 
+// An exception out of a handler, over either protocol: logged, and answered 500 with one sentence.
+void AnswerException(std::string_view daemon, const httplib::Request& req, httplib::Response& res,
+                     std::exception_ptr exception) {
+  spdlog::error("{} {}: {}", req.method, req.path, DescribeException(exception));
+  res.status = 500;
+  res.set_content(InternalErrorSentence(daemon, req.path) + "\n", "text/plain");
+}
+
 bool SpeaksHttp2(SSL* ssl) {
   const unsigned char* protocol = nullptr;
   unsigned int length = 0;
@@ -388,10 +396,8 @@ class BoundedHttpServer::Server final : public httplib::Server {
       try {
         route.handler(req, res);
       } catch (...) {
-        spdlog::error("{} {}: {}", req.method, req.path, DescribeException(std::current_exception()));
         res = httplib::Response();
-        res.status = 500;
-        res.set_content(InternalErrorSentence(daemon_, req.path) + "\n", "text/plain");
+        AnswerException(daemon_, req, res, std::current_exception());
       }
       return;
     }
@@ -579,9 +585,7 @@ BoundedHttpServer::BoundedHttpServer(std::string daemon, HttpLimits limits)
   server_->set_payload_max_length(limits_.max_body_bytes);
   server_->set_exception_handler(
       [daemon = daemon_](const httplib::Request& req, httplib::Response& res, std::exception_ptr exception) {
-        spdlog::error("{} {}: {}", req.method, req.path, DescribeException(exception));
-        res.status = 500;
-        res.set_content(InternalErrorSentence(daemon, req.path) + "\n", "text/plain");
+        AnswerException(daemon, req, res, exception);
       });
 }
 
