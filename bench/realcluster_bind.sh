@@ -4,12 +4,15 @@
 #   scripts/cluster.sh without a kubelet: etcd, kube-apiserver, kube-controller-manager, kube-scheduler with
 #   deploy/extender/scheduler-config.yaml as shipped (or its two-verb variant, --verbs filter-prioritize);
 #   1,000 API-only nodes (8 x 80 GiB, 2 x 24 GiB and 4 x 16 GiB cards in turn) kept by mgpu-api-nodes, which
-#   also stands in for the nodes' device plugins (it writes each pod's gpu-allocated --delay-ms after its
-#   bind); mgpu-scheduler-extender on the host with deploy/base's config.yaml, over HTTPS.
+#   stand in for the nodes and their device plugins: a plugin whose kubelet gave a pod its assigned cards
+#   writes nothing (docs/design.md §5 step 4), so by default nothing is written after the bind; --delay-ms N
+#   has them write each pod's assignment as gpu-allocated N ms after its bind, the confirmation the plugin
+#   wrote for every GPU pod before (to compare); mgpu-scheduler-extender on the host with deploy/base's
+#   config.yaml, over HTTPS. No kubelet status is written for any pod, plain or mgpu.
 # Phases (--phases, in order): `plain` (plain pods alone), `mgpu` (mgpu pods alone), `mixed` (both kinds in
 # one run). In each, kube-scheduler is paused while the phase's pods are created (mgpu pods of 20 percent core
-# and 4 GiB, plain pods of 100m CPU), then resumed; the phase ends when every pod is bound and the stand-in
-# plugins have confirmed every mgpu pod (a gpu-allocated PATCH each, --delay-ms after its bind). Then its pods
+# and 4 GiB, plain pods of 100m CPU), then resumed; the phase ends when every pod is bound and, with
+# --delay-ms, the stand-ins have confirmed every mgpu pod (a gpu-allocated PATCH each). Then its pods
 # are deleted before the next phase. Phases may repeat (--phases mgpu,mgpu,mgpu: churn).
 # Prints per phase: pods/s of each kind (from their PodScheduled times, 1 s resolution); the CPU each process
 # spent per pod (utime + stime from /proc/PID/stat before and after, less its idle rate, measured over 20 s,
@@ -25,7 +28,7 @@
 # pods bound, and once they are deleted and it has settled, its burst's workers ended (issue 27's "memory you
 # can state").
 #   bench/realcluster_bind.sh [--qps 1000|default] [--nodes 1000] [--pods 2000] [--plain 2000]
-#       [--delay-ms 1000] [--verbs choose|filter-prioritize] [--phases plain,mgpu,mixed]
+#       [--delay-ms 0] [--verbs choose|filter-prioritize] [--phases plain,mgpu,mixed]
 #       [--state-dir DIR] [--port-base N]
 # Needs the build's mgpu-scheduler-extender and mgpu-api-nodes (bash scripts/setup.sh mgpu-scheduler-extender
 # mgpu-api-nodes), curl, jq and bc. A benchmark, not a test: run it under nice on a machine as quiet as you
@@ -33,7 +36,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${MGPU_BUILD_DIR:-$repo/build}
-qps=1000 nodes=1000 pods=2000 plain=2000 delay_ms=1000 verbs=choose phases=plain,mgpu,mixed
+qps=1000 nodes=1000 pods=2000 plain=2000 delay_ms=0 verbs=choose phases=plain,mgpu,mixed
 state=/tmp/mgpu-bench-cluster port_base=26500
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -271,10 +274,11 @@ run_phase() {  # name, mgpu pods, plain pods
   done
   local bound_at
   bound_at=$(now)
-  # Until the stand-in plugins have confirmed every mgpu pod (a gpu-allocated PATCH each, --delay-ms after
-  # its bind; they fall behind under load), up to 120 s.
+  # With --delay-ms, until the stand-ins have confirmed every mgpu pod (a gpu-allocated PATCH each, --delay-ms
+  # after its bind; they fall behind under load), up to 120 s.
   local confirmed=0
   for _ in $(seq 120); do
+    [ "$delay_ms" -gt 0 ] || break
     confirmed=$(writes_since "$writes_before" "$(api_writes)" | awk '$1 " " $2 == "PATCH pods" {n = $3} END {print n + 0}')
     [ "$confirmed" -lt "$gpu" ] || break
     sleep 1
@@ -293,9 +297,13 @@ run_phase() {  # name, mgpu pods, plain pods
   kubectl get pods -n default -o json >"$state/pods-after.json"
   local wall
   wall=$(echo "$end - $begin" | bc)
-  echo "== $phase: $gpu mgpu pods, $cpu plain pods; kube-scheduler client QPS $qps, $nodes nodes, verbs $verbs, confirmations ${delay_ms} ms late"
+  local confirm_text="no gpu-allocated written (each got its assignment)"
+  [ "$delay_ms" -eq 0 ] || confirm_text="gpu-allocated confirmations ${delay_ms} ms late"
+  echo "== $phase: $gpu mgpu pods, $cpu plain pods; kube-scheduler client QPS $qps, $nodes nodes, verbs $verbs, $confirm_text"
   echo "  idle CPU before it, ms/s: $(idle_text)"
-  echo "  all bound in $(echo "scale=1; ($bound_at - $begin) / 1" | bc) s ($unbound left unbound), $confirmed confirmed $(echo "scale=1; ($end - $bound_at) / 1" | bc) s later; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  local confirmed_text=""
+  [ "$delay_ms" -eq 0 ] || confirmed_text=", $confirmed confirmed $(echo "scale=1; ($end - $bound_at) / 1" | bc) s later"
+  echo "  all bound in $(echo "scale=1; ($bound_at - $begin) / 1" | bc) s ($unbound left unbound)$confirmed_text; load average $(cut -d' ' -f1-3 /proc/loadavg)"
   [ "$gpu" -eq 0 ] || echo "  mgpu pods:  $(rate gpu-)"
   [ "$cpu" -eq 0 ] || echo "  plain pods: $(rate plain-)"
   local sum=0 line="  CPU per pod, ms:"

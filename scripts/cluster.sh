@@ -25,7 +25,8 @@
 # DIR/logs/. --api-nodes N adds N nodes that only exist in the API server (nodes api-node-0000 ...), with the
 # cards of --api-node-cards (`COUNTxMiB` per node, comma-separated shapes taken in turn; default 2x24576),
 # kept Ready by mgpu-api-nodes (src/tools/); build it first (bash scripts/setup.sh mgpu-api-nodes). With
-# --confirm-after-ms it also stands in for their device plugins (writes gpu-allocated that long after a bind).
+# --confirm-after-ms it also writes each GPU pod's assignment as gpu-allocated that long after its bind (the
+# device plugin's confirmation before issue 27, which it now writes only where the devices differ).
 # --scheduler-qps: kube-scheduler's client QPS and burst (default: kube-scheduler's own, 50 and 100).
 # --inventory: the kubelet node's cards for the device plugin's static backend (deploy/overlays/
 # static-test-node; default its inventory.yaml).

@@ -290,8 +290,10 @@ std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const PodFacts& pod)
   entry.node = pod.node;
   entry.holds_node = pod.HoldsNode();
   const Assignment& counted = pod.allocated ? *pod.allocated : *pod.assignment;
-  entry.placed =
-      PlacedPod{pod.key, pod.uid, {}, counted, pod.allocated.has_value(), pod.assume_time_ns, pod.assignment};
+  // Admitted without D/gpu-allocated: the device plugin gave it its assignment (it writes the annotation only
+  // where the kubelet's devices differ, DESIGN §5 step 4 as docs/design.md changes it).
+  const bool allocated = pod.allocated.has_value() || pod.admitted;
+  entry.placed = PlacedPod{pod.key, pod.uid, {}, counted, allocated, pod.assume_time_ns, pod.assignment};
   if (pod.request.ok()) {
     entry.placed.request = *pod.request;
   } else {

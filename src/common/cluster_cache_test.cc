@@ -412,6 +412,32 @@ TEST_F(CacheTest, AmbiguityGuardWaitsForTheEarlierPodToBeAllocated) {
   EXPECT_EQ(waited->containers[0].cards[0].uuid, "n-gpu1");
 }
 
+// The plugin writes no gpu-allocated for a pod the kubelet gave exactly its assignment: once the kubelet
+// reports on the pod (its first status carries hostIP; it writes none before admitting the pod), the pod is
+// allocated by its assignment, waits no more and blocks no bind; its cards stay counted.
+TEST_F(CacheTest, APodTheKubeletReportsOnIsAllocatedByItsAssignment) {
+  cache_.UpsertNode(NodeOf(Node("n", 2, 10000)));
+  nlohmann::json a =
+      Placed(Pod("a", 80, 2000), "n", names_.gpu_assignment, OneCard("n-gpu0", 80, 2000), now_);
+  cache_.UpsertPod(PodOf(a));
+  snapshot_ = cache_.Snapshot();
+  EXPECT_EQ(snapshot_->Find("n")->waiting.size(), 1u);
+  const PodRequest b = Request(Pod("b", 50, 2000));
+  EXPECT_FALSE(cache_.Reserve("n", b, "uid-b", now_, nullptr, std::chrono::steady_clock::now()).ok());
+
+  a["status"] = {{"phase", "Pending"}, {"hostIP", "10.0.0.7"}};
+  cache_.UpsertPod(PodOf(a));
+  snapshot_ = cache_.Snapshot();
+  const NodeView& n = *snapshot_->Find("n");
+  EXPECT_TRUE(n.waiting.empty());
+  ASSERT_EQ(n.pods.size(), 1u);
+  EXPECT_TRUE(n.pods[0].allocated);
+  EXPECT_EQ(CardOf("n", 0).usage.core, 80);
+  Result<Assignment> bound = cache_.Reserve("n", b, "uid-b", now_, nullptr, std::chrono::steady_clock::now());
+  ASSERT_TRUE(bound.ok()) << bound.message();
+  EXPECT_EQ(bound->containers[0].cards[0].uuid, "n-gpu1");
+}
+
 // A bound pod whose request no longer parses (an annotation edited to a bad value after its bind) still
 // holds its cards: they stay counted, waiting or allocated, and a look-alike of its old shape never takes
 // them. (Dropping it would let the extender hand the same cards out again.)

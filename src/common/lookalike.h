@@ -4,8 +4,9 @@
 // group the same way, with the one function below:
 //  - The group's members are its containers that were assigned cards (D/gpu-assignment). Their assigned card
 //    sets form a multiset A, which the extender checked against the cards' capacity when it bound them.
-//  - A member that holds real cards (the extender: D/gpu-allocated; the plugin: the kubelet's PodResources
-//    and what it just handed out) holds those. The multiset of what members hold is T.
+//  - A member that holds real cards (the extender: D/gpu-allocated, or its assignment once the kubelet has
+//    admitted it without one, the plugin writing gpu-allocated only where they differ; the plugin: the
+//    kubelet's PodResources and what it just handed out) holds those. The multiset of what members hold is T.
 //  - The members still waiting hold A − T between them: each its own assigned cards while they are left,
 //    the others what remains, oldest member first.
 // Why this never over-commits a card or mixes compute policies: the plugin hands a waiting member only an

@@ -38,6 +38,7 @@ PodFacts ReadWith(const json& pod, const ResourceNames& names, Result<PodRequest
   out.finished = phase == "Succeeded" || phase == "Failed";
   out.deleting = !MetadataString(pod, "deletionTimestamp").empty();
   out.started = StartedContainers(pod);
+  out.admitted = phase == "Running" || !StringAt(pod, {"status", "hostIP"}).empty() || !out.started.empty();
   // ParsePodRequest has summed it already when the request parses.
   out.host = out.request.ok() ? HostRequest{out.request->cpu_milli, out.request->host_memory_mib}
                               : HostRequestOf(pod);

@@ -26,10 +26,14 @@ struct PodFacts {
   std::string key;  // PodKey
   std::string uid;
   std::string resource_version;
-  std::string node;                           // spec.nodeName; empty while unbound
-  bool finished = false;                      // status.phase Succeeded or Failed
-  bool deleting = false;                      // metadata.deletionTimestamp set
-  std::set<std::string> started;              // containers the kubelet has created or run: admitted long ago
+  std::string node;               // spec.nodeName; empty while unbound
+  bool finished = false;          // status.phase Succeeded or Failed
+  bool deleting = false;          // metadata.deletionTimestamp set
+  std::set<std::string> started;  // containers the kubelet has created or run: admitted long ago
+  // The kubelet has reported on it (status.hostIP, phase Running, or a container it started). The kubelet
+  // writes a pod's status only once it has admitted it, device allocation included (or rejected it: then
+  // Failed): the device plugin has matched its containers to devices.
+  bool admitted = false;
   std::optional<Assignment> assignment;       // D/gpu-assignment, when present and readable
   std::optional<Assignment> allocated;        // D/gpu-allocated, when present and readable
   int64_t assume_time_ns = 0;                 // D/gpu-assume-time; 0 when absent or unreadable

@@ -476,6 +476,9 @@ void KeepSchedulingFields(json& pod, const Config& config) {
     }
   }
   if (const json* phase = FindPhase(pod)) slim["status"]["phase"] = *phase;
+  if (const json* status = Field(pod, "status")) {
+    if (const json* host_ip = Field(*status, "hostIP")) slim["status"]["hostIP"] = *host_ip;
+  }
   pod = std::move(slim);
 }
 

@@ -61,7 +61,8 @@ HostRequest HostRequestOf(const nlohmann::json& pod);
 std::vector<std::string> GpuModelsOf(const nlohmann::json& pod, const std::string& label);
 
 // Reduces `pod` in place to the fields ParsePodRequest, HostRequestOf, GpuModelsOf and ControllerOf read,
-// plus what identifies it (name, namespace, uid, resourceVersion, deletionTimestamp, nodeName, phase):
+// plus what identifies it (name, namespace, uid, resourceVersion, deletionTimestamp, nodeName, phase) and
+// status.hostIP (the kubelet has admitted it, PodFacts::admitted):
 // annotations of D and the QoS key only (not, say, kubectl's last-applied copy), containers' names,
 // resources and restartPolicy. What a cache of many pods keeps.
 void KeepSchedulingFields(nlohmann::json& pod, const Config& config);

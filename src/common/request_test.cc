@@ -41,6 +41,23 @@ TEST(Request, ASlimmedPodIsRefusedAsTheFullOneIs) {
   }
 }
 
+// The extender's pod cache keeps what tells it the kubelet admitted a pod (PodFacts::admitted): status.hostIP
+// of a pod still Pending, and the phase.
+TEST(Request, ASlimmedPodKeepsWhatSaysTheKubeletAdmittedIt) {
+  nlohmann::json pod = {{"metadata", {{"name", "p"}, {"namespace", "ns"}}},
+                        {"spec", {{"nodeName", "n"}, {"containers", nlohmann::json::array()}}},
+                        {"status",
+                         {{"phase", "Pending"},
+                          {"hostIP", "10.0.0.7"},
+                          {"podIP", "10.1.0.9"},
+                          {"conditions", {{{"type", "PodScheduled"}, {"status", "True"}}}}}}};
+  KeepSchedulingFields(pod, Config());
+  EXPECT_EQ(pod["status"], (nlohmann::json{{"phase", "Pending"}, {"hostIP", "10.0.0.7"}}));
+  EXPECT_TRUE(ReadPod(pod, Config()).admitted);
+  pod["status"].erase("hostIP");
+  EXPECT_FALSE(ReadPod(pod, Config()).admitted);
+}
+
 TEST(Request, OnlinePodWithCoreAndMemory) {
   PodRequest r = MustParse(Pod("{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 4096}"));
   EXPECT_EQ(r.Key(), "ns/p");

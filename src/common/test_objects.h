@@ -50,11 +50,12 @@ inline Assignment OneCard(const std::string& uuid, int core, int64_t memory_mib)
   return Assignment{{ContainerAssignment{"c", {CardShare{uuid, core, 0, memory_mib}}}}};
 }
 
-// `pod` bound to `node` with `annotation` (gpu-assignment or gpu-allocated) set to `assignment`.
+// `pod` bound to `node` with `annotation` (gpu-assignment or gpu-allocated) set to `assignment`, its kubelet
+// not yet reporting on it (Pending, no hostIP: with only an assignment, it waits for admission).
 inline nlohmann::json Placed(nlohmann::json pod, const std::string& node, const std::string& annotation,
                              const Assignment& assignment, int64_t assume_ns = 0) {
   pod["spec"]["nodeName"] = node;
-  pod["status"]["phase"] = "Running";
+  pod["status"]["phase"] = "Pending";
   pod["metadata"]["annotations"][annotation] = EncodeAssignment(assignment);
   if (assume_ns)
     pod["metadata"]["annotations"][Config().Names().gpu_assume_time] = EncodeAssumeTime(assume_ns);

@@ -20,7 +20,7 @@
 // MGPU_COMPUTE_POLICY is the node's defaultComputePolicy: device IDs do not carry the pod's policy, and
 // Allocate derives nothing from guesses about which pod it serves. The allocator keeps one policy per card,
 // so a pod asking another policy never shares a card with default-policy pods; an isolation layer that
-// needs the pod's own policy reads the pod's D/gpu-allocated annotation.
+// needs the pod's own policy reads the pod's D/gpu-allocated annotation, else its D/gpu-assignment.
 #pragma once
 
 #include <map>

@@ -233,7 +233,9 @@ void PodTracker::Reconcile(const AllocatedPods& truth) {
       if (it == pods_.end() || !it->second.pod.active) continue;
       const NodePod& pod = it->second.pod;
       if (!AllocationComplete(pod, allocated)) continue;
-      if (pod.allocated && Normalized(*pod.allocated) == allocated) {
+      // What the pod says it holds, as the extender reads it: its D/gpu-allocated, else its assignment.
+      const std::optional<Assignment>& carried = pod.allocated ? pod.allocated : pod.assignment;
+      if (carried && Normalized(*carried) == allocated) {
         written_.erase(pod.uid);
         continue;
       }

@@ -6,10 +6,12 @@
 //    (the kubelet may see a binding before this watch does). It first waits, within the same bound, for the
 //    kubelet's first PodResources answer, so that a restarted plugin offers no allocated container again.
 //  - Reconcile() writes D/gpu-allocated on a pod once the kubelet holds everything its GPU containers ask
-//    for, only when that differs from what the pod carries. A container with no assignment, or holding a
-//    look-alike's cards (a swap inside the pool), gets a GPUAllocated Event naming its cards; one holding
-//    other cards a GPUAllocationDiffers Warning; one holding its assignment none (the extender's GPUAssigned
-//    and D/gpu-allocated say it: one API write less per GPU pod).
+//    for, only when that differs from what the pod carries: its D/gpu-allocated, else its D/gpu-assignment.
+//    A pod that got exactly its assignment gets no write (one API write less per GPU pod, issue 27): the
+//    extender counts an admitted pod's assignment as allocated (common/cluster_cache.h). A container with
+//    no assignment, or holding a look-alike's cards (a swap inside the pool), gets a GPUAllocated Event
+//    naming its cards; one holding other cards a GPUAllocationDiffers Warning; one holding its assignment
+//    none (the extender's GPUAssigned Event says it).
 //    Its own thread runs it on the poller's latest answer after each AnswerPublished(), so the PodResources
 //    poller never waits for the API server.
 //  - Refusals become Warning Events on the pod, or on the node when the pod is unknown, queued: nothing

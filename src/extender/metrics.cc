@@ -192,7 +192,7 @@ std::string Metrics::Render(const ClusterView& view) const {
   }
   // A pod stuck in the hand-off (DESIGN §5) stays in this family: the alert reads how long.
   out << "# HELP mgpu_extender_pod_awaiting_allocation 1 for a pod placed on a node whose kubelet has "
-         "not yet confirmed its cards (no gpu-allocated).\n"
+         "not yet admitted it (no status from the kubelet, no gpu-allocated).\n"
          "# TYPE mgpu_extender_pod_awaiting_allocation gauge\n";
   for (const NodeView* v : nodes) {
     for (const PlacedPod& p : v->pods) {

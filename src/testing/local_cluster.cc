@@ -46,7 +46,7 @@ Status CheckEnv(const std::string& who, const std::map<std::string, std::string>
   }
   if (it == envs.end() || it->second != std::to_string(per_card)) {
     return Error{who + " has " + variable + "=" + (it == envs.end() ? "(unset)" : it->second) +
-                 " but its gpu-allocated gives " + std::to_string(per_card) + " per card"};
+                 " but its allocation gives " + std::to_string(per_card) + " per card"};
   }
   return Status::Ok();
 }
@@ -57,6 +57,29 @@ std::set<std::tuple<std::string, int, int, int64_t>> Shares(const ContainerAssig
   if (container)
     for (const CardShare& s : container->cards) out.insert({s.uuid, s.core, s.reclaimed_core, s.memory_mib});
   return out;
+}
+
+// What a running pod says it holds (DESIGN §5 step 4 as docs/design.md has it): its D/gpu-allocated, else,
+// the kubelet having admitted it, its D/gpu-assignment. Empty when it has neither.
+std::pair<std::string, std::string> HeldAnnotation(const json& pod, const ResourceNames& names) {
+  for (const std::string& name : {names.gpu_allocated, names.gpu_assignment})
+    if (std::string text = AnnotationOf(pod, name); !text.empty()) return {name, text};
+  return {};
+}
+
+// The plugin has nothing left to write on an admitted pod: it carries D/gpu-allocated, or the cards its
+// assignment names are the ones the kubelet gave each of its containers.
+bool AllocationSettled(const json& pod, const AdmittedPod& admitted, const ResourceNames& names) {
+  if (!AnnotationOf(pod, names.gpu_allocated).empty()) return true;
+  Result<Assignment> assignment = DecodeAssignment(AnnotationOf(pod, names.gpu_assignment));
+  if (!assignment.ok()) return false;
+  for (const AdmittedContainer& container : admitted.containers) {
+    auto env = container.admission.envs.find("MGPU_VISIBLE_CARDS");
+    std::set<std::string> assigned;
+    for (const auto& share : Shares(assignment->Find(container.name))) assigned.insert(std::get<0>(share));
+    if (env == container.admission.envs.end() || SplitList(env->second) != assigned) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -211,7 +234,7 @@ std::map<std::string, SchedulingOutcome> LocalCluster::SchedulePending() {
 }
 
 bool LocalCluster::WaitSettled(std::chrono::milliseconds timeout) {
-  const std::string allocated_key = options_.config.Names().gpu_allocated;
+  const ResourceNames names = options_.config.Names();
   return WaitUntil(
       [&] {
         for (const auto& node : nodes_)
@@ -224,7 +247,7 @@ bool LocalCluster::WaitSettled(std::chrono::milliseconds timeout) {
           auto it =
               admitted.find(kube::MetadataString(pod, "namespace") + "/" + kube::MetadataString(pod, "name"));
           if (phase == "Running" && it != admitted.end() && !it->second.containers.empty() &&
-              AnnotationOf(pod, allocated_key).empty())
+              !AllocationSettled(pod, it->second, names))
             return false;
         }
         return true;
@@ -256,19 +279,23 @@ Status LocalCluster::CheckConsistency() const {
   for (const json& pod : api_.List("pods")) {
     const std::string key = kube::MetadataString(pod, "namespace") + "/" + kube::MetadataString(pod, "name");
     if (pod.value("status", json::object()).value("phase", "") != "Running") continue;
-    const std::string allocated_text = AnnotationOf(pod, names.gpu_allocated);
+    const auto [held_from, held_text] = HeldAnnotation(pod, names);
     auto it = admitted.find(key);
     const bool holds_devices = it != admitted.end() && !it->second.containers.empty();
-    if (allocated_text.empty()) {
-      if (holds_devices) return Error{"pod " + key + " holds devices but has no " + names.gpu_allocated};
+    if (held_text.empty()) {
+      if (holds_devices)
+        return Error{"pod " + key + " holds devices but has neither " + names.gpu_allocated + " nor " +
+                     names.gpu_assignment};
       continue;
     }
-    Result<Assignment> allocated = DecodeAssignment(allocated_text);
+    Result<Assignment> allocated = DecodeAssignment(held_text);
     if (!allocated.ok()) return Error{"pod " + key + ": " + allocated.message()};
-    if (!holds_devices)
+    if (!holds_devices) {
+      if (held_from == names.gpu_assignment) continue;  // its containers asked for no device of the plugin's
       return Error{"pod " + key + " has " + names.gpu_allocated + " but its kubelet admitted no devices"};
+    }
     if (allocated->containers.size() != it->second.containers.size())
-      return Error{"pod " + key + ": " + names.gpu_allocated + " lists " +
+      return Error{"pod " + key + ": " + held_from + " lists " +
                    std::to_string(allocated->containers.size()) + " containers, its kubelet admitted " +
                    std::to_string(it->second.containers.size())};
     const std::string assignment_text = AnnotationOf(pod, names.gpu_assignment);
@@ -276,7 +303,7 @@ Status LocalCluster::CheckConsistency() const {
     for (const AdmittedContainer& container : it->second.containers) {
       const std::string who = "container " + key + "/" + container.name;
       const ContainerAssignment* mine = allocated->Find(container.name);
-      if (!mine) return Error{who + " is missing from " + names.gpu_allocated};
+      if (!mine) return Error{who + " is missing from " + held_from};
       if (!assignment_text.empty() &&
           (!assignment.ok() || Shares(assignment->Find(container.name)) != Shares(mine)))
         return Error{who + " was allocated other cards than the extender assigned"};
@@ -289,7 +316,7 @@ Status LocalCluster::CheckConsistency() const {
         auto env = envs.find(variable);
         if (env == envs.end() || SplitList(env->second) != uuids)
           return Error{who + " sees cards " + (env == envs.end() ? "(unset)" : env->second) + " in " +
-                       variable + " but its gpu-allocated names others"};
+                       variable + " but its " + held_from + " names others"};
       }
       const CardShare& first = mine->cards.front();
       for (Status s : {CheckEnv(who, envs, "MGPU_CORE_PERCENT", first.core),

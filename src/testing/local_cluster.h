@@ -74,14 +74,15 @@ class LocalCluster {
   std::map<std::string, SchedulingOutcome> SchedulePending();
 
   // Waits until every pod bound to a node has been admitted or rejected by its kubelet, and every admitted
-  // pod that holds devices carries D/gpu-allocated. False on timeout.
+  // pod that holds devices carries D/gpu-allocated or got exactly the cards of its D/gpu-assignment (the
+  // plugin writes gpu-allocated only where they differ). False on timeout.
   bool WaitSettled(std::chrono::milliseconds timeout = std::chrono::seconds(30));
   // What the kubelets admitted, over every node, by "namespace/name".
   std::map<std::string, AdmittedPod> Admitted() const;
   // The hand-off held: no kubelet rejected a pod bound to it; every admitted container's environment agrees
-  // with its pod's D/gpu-allocated (cards, core, reclaimed core and memory per card) and that with the
-  // extender's D/gpu-assignment; and no card holds more than 100 % online core, 100 % reclaimed core or its
-  // memory capacity. The first violation, as a sentence.
+  // with what its pod says it holds, D/gpu-allocated or else D/gpu-assignment (cards, core, reclaimed core
+  // and memory per card), and that with the extender's D/gpu-assignment; and no card holds more than 100 %
+  // online core, 100 % reclaimed core or its memory capacity. The first violation, as a sentence.
   Status CheckConsistency() const;
 
   // Restarts (stop, start again, wait until registered and synced) one part in the middle of things.

@@ -4,11 +4,12 @@
 // allocatable (the plugin's device counts), the Ready condition, the plugin's D/gpu-inventory annotation and
 // gpu.* labels (the plugin's own NodeMetadata), and the label mgpu.io/api-only=true. Its Lease in
 // kube-node-lease is renewed every --lease-renew-s (the nodes' renewals spread over that period), as a
-// kubelet does, so the node lifecycle controller keeps it Ready. With --confirm-after-ms, it also stands in
-// for the nodes' device plugins: that long after it sees a pod bound to one of its nodes with a
-// D/gpu-assignment, it writes the assignment as D/gpu-allocated, the one API write the plugin makes for a pod
-// that got its assigned cards (bench/realcluster_bind.sh counts what a GPU pod costs). Runs until SIGTERM;
-// nodes that exist already are updated, not recreated.
+// kubelet does, so the node lifecycle controller keeps it Ready. With --confirm-after-ms, it also writes,
+// that long after it sees a pod bound to one of its nodes with a D/gpu-assignment, the assignment as
+// D/gpu-allocated: the confirmation the device plugin wrote for every GPU pod before issue 27 (it now writes
+// gpu-allocated only where the kubelet's devices differ, which here they never do), for comparing what it
+// cost (bench/realcluster_bind.sh --delay-ms). Runs until SIGTERM; nodes that exist already are updated,
+// not recreated.
 //   mgpu-api-nodes --kubeconfig FILE --nodes N [--cards 2x24576[,8x81920,...]] [--config FILE]
 //                  [--prefix api-node-] [--confirm-after-ms MS] [--lease-renew-s 20]
 // Shapes: COUNTxMiB per node, taken in turn (node i gets shape i mod the number of shapes).

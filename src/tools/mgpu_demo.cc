@@ -2,8 +2,8 @@
 // fake API server, the scheduler extender, a device plugin and a kubelet per sample node, and a
 // kube-scheduler stand-in calling the extender with kube-scheduler's JSON. It submits the workloads,
 // schedules them, lets the kubelets admit them through the plugins, then prints where each pod landed, each
-// container's environment and `kubectl mgpu nodes`, and checks that every environment matches its pod's
-// gpu-allocated and that no card is over-committed (exit code 1 when not).
+// container's environment and `kubectl mgpu nodes`, and checks that every environment matches what its pod
+// holds (gpu-allocated, else gpu-assignment) and that no card is over-committed (exit code 1 when not).
 //   mgpu-demo --nodes FILE --workloads FILE [--config FILE] [--keep-running] [--verbose]
 #include <spdlog/spdlog.h>
 
@@ -50,16 +50,20 @@ void PrintPlacements(testing::LocalCluster& cluster, const std::vector<std::stri
   std::map<std::string, int> index_of;
   for (const testing::LocalNode& node : cluster.nodes())
     for (const Card& card : node.cards) index_of[card.uuid] = card.index;
-  const std::string allocated_key = cluster.config().Names().gpu_allocated;
+  const ResourceNames names = cluster.config().Names();
   std::vector<std::vector<std::string>> rows = {
-      {"POD", "NODE", "STATUS", "CARDS (from " + allocated_key + "), OR WHY NOT"}};
+      {"POD", "NODE", "STATUS",
+       "CARDS (from " + names.gpu_allocated + ", else " + names.gpu_assignment + "), OR WHY NOT"}};
   for (const std::string& key : pods) {
     const std::string ns = key.substr(0, key.find('/')), name = key.substr(key.find('/') + 1);
     const json pod = cluster.api().Get("pods", ns, name).value_or(json::object());
     const std::string node = pod.value("spec", json::object()).value("nodeName", "");
     const json status = pod.value("status", json::object());
     std::string detail;
-    if (Result<Assignment> allocated = DecodeAssignment(Annotation(pod, allocated_key)); allocated.ok())
+    // The plugin writes gpu-allocated only where the kubelet's devices differ from the assignment.
+    std::string held = Annotation(pod, names.gpu_allocated);
+    if (held.empty() && status.value("phase", "") == "Running") held = Annotation(pod, names.gpu_assignment);
+    if (Result<Assignment> allocated = DecodeAssignment(held); allocated.ok())
       detail = CardsText(*allocated, index_of);
     else if (!status.value("message", "").empty())
       detail = status.value("message", "");
@@ -145,7 +149,7 @@ int Run(int argc, char** argv) {
   const int shown = cli::Run({"nodes", "--kubeconfig", cluster.kubeconfig_path()}, std::cout, std::cerr);
   const Status consistent = cluster.CheckConsistency();
   std::cout << "\nCheck: "
-            << (consistent.ok() ? "every container's environment matches its pod's gpu-allocated "
+            << (consistent.ok() ? "every container's environment matches the cards its pod holds "
                                   "and the extender's choice, and no card is over-committed"
                                 : "FAILED: " + consistent.message())
             << "\n";

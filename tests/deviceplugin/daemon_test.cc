@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/codec.h"
+#include "deviceplugin/node_pods.h"
 #include "deviceplugin/static_backend.h"
 #include "testing/fake_apiserver.h"
 #include "testing/fake_kubelet.h"
@@ -167,6 +168,23 @@ class DaemonTest : public ::testing::Test {
     return WaitUntil([&] { return AllocatedOf(pod) == want; }, kWait);
   }
 
+  // What the pod says it holds, in the plugin's order (Normalized): its gpu-allocated, else its assignment
+  // (the plugin writes gpu-allocated only where the kubelet's devices differ from the assignment).
+  std::optional<Assignment> HeldOf(const std::string& pod) {
+    if (std::optional<Assignment> allocated = AllocatedOf(pod)) return allocated;
+    const json annotations = StoredPod(pod)["metadata"].value("annotations", json::object());
+    if (!annotations.contains(kNames.gpu_assignment)) return std::nullopt;
+    Result<Assignment> a = DecodeAssignment(annotations[kNames.gpu_assignment].get<std::string>());
+    return a.ok() ? std::optional<Assignment>(Normalized(*a)) : std::nullopt;
+  }
+
+  // The plugin has reconciled a few of the kubelet's PodResources answers since now, and the pod holds
+  // `want` (writing gpu-allocated first where the kubelet gave it other cards than assigned).
+  bool WaitForHeld(const std::string& pod, const Assignment& want) {
+    WaitForPolls(3);
+    return WaitUntil([&] { return HeldOf(pod) == want; }, kWait);
+  }
+
   std::vector<json> Events(const std::string& reason, const std::string& involved) {
     std::vector<json> out;
     for (const json& e : api_.List("events", "default")) {
@@ -209,7 +227,8 @@ TEST_F(DaemonTest, AssignedCardsWhateverTheOrderOfTheKubeletsCalls) {
     EXPECT_EQ(a->envs["MGPU_VISIBLE_CARDS"], card) << pod;
     EXPECT_TRUE(a->env_conflicts.empty()) << pod;
     orders.insert(a->order.front());
-    EXPECT_TRUE(WaitForAllocated(pod, OneContainer("main", card, 10, 1))) << pod;
+    EXPECT_TRUE(WaitForHeld(pod, OneContainer("main", card, 10, 1))) << pod;
+    EXPECT_EQ(PatchesOf(pod), 0u) << pod << " got its assigned cards: nothing to write";
   }
   EXPECT_EQ(orders.size(), 2u) << "the kubelet's calls should come in both orders";
   EXPECT_EQ(node_->daemon->Counts(Resource::kCore).preferred_matched, 8u);
@@ -228,7 +247,7 @@ TEST_F(DaemonTest, TwoContainersOfOnePodEachGetTheirOwnCards) {
   EXPECT_EQ(alpha->envs["MGPU_VISIBLE_CARDS"], kCardA);
   Assignment both = OneContainer("alpha", kCardA, 30, 2);
   both.containers.push_back(OneContainer("zeta", kCardB, 30, 2).containers.front());
-  EXPECT_TRUE(WaitForAllocated("two", both));
+  EXPECT_TRUE(WaitForHeld("two", both));
 }
 
 TEST_F(DaemonTest, IdenticalPodsInFlightTogetherFillTheirCard) {
@@ -244,7 +263,7 @@ TEST_F(DaemonTest, IdenticalPodsInFlightTogetherFillTheirCard) {
     EXPECT_EQ(a->envs["MGPU_VISIBLE_CARDS"], kCardB) << pod;
   }
   for (const std::string& pod : pods)
-    EXPECT_TRUE(WaitForAllocated(pod, OneContainer("main", kCardB, 25, 2))) << pod;
+    EXPECT_TRUE(WaitForHeld(pod, OneContainer("main", kCardB, 25, 2))) << pod;
   EXPECT_EQ(node_->daemon->Counts(Resource::kCore).split + node_->daemon->Counts(Resource::kMemory).split,
             0u);
 }
@@ -300,14 +319,16 @@ TEST_F(DaemonTest, AUnknownPodGetsTheAllocatorsChoiceAfterTheBoundedWait) {
 
 TEST_F(DaemonTest, WritesGpuAllocatedOnlyOnceTheContainerHoldsEverything) {
   StartNode();
-  ASSERT_TRUE(api_.Create("pods", BoundPod("half", {{"main", 20, 2, kCardB}})).ok());
+  // No assignment (scheduled without the extender): the plugin chooses, and gpu-allocated says what.
+  ASSERT_TRUE(api_.Create("pods", BoundPod("half", {{"main", 20, 2, ""}})).ok());
+  ASSERT_TRUE(WaitUntil([&] { return node_->daemon->Synced(); }));
   ASSERT_TRUE(Admit("half", "main", 20, 0).ok());  // the kubelet has admitted mgpu-core only, so far
   WaitForPolls(5);
   EXPECT_EQ(AllocatedOf("half"), std::nullopt) << "a partial allocation would undercount memory";
   auto rest = Admit("half", "main", 0, 2);
   ASSERT_TRUE(rest.ok()) << rest.message();
-  EXPECT_EQ(rest->envs["MGPU_VISIBLE_CARDS"], kCardB);
-  EXPECT_TRUE(WaitForAllocated("half", OneContainer("main", kCardB, 20, 2)));
+  EXPECT_EQ(rest->envs["MGPU_VISIBLE_CARDS"], kCardA);  // binpack, lowest index first
+  EXPECT_TRUE(WaitForAllocated("half", OneContainer("main", kCardA, 20, 2)));
   // Written once; later polls find it unchanged.
   WaitForPolls(5);
   EXPECT_EQ(PatchesOf("half"), 1u);
@@ -393,7 +414,7 @@ TEST_F(DaemonTest, PluginRestartMidStreamLosesNoAllocation) {
   // plugin that it is no longer pending.
   ASSERT_TRUE(api_.Create("pods", BoundPod("first", {{"main", 20, 2, kCardA}}, 1)).ok());
   ASSERT_TRUE(Admit("first", "main", 20, 2).ok());
-  ASSERT_TRUE(WaitForAllocated("first", OneContainer("main", kCardA, 20, 2)));
+  ASSERT_TRUE(WaitForHeld("first", OneContainer("main", kCardA, 20, 2)));
   ASSERT_TRUE(api_.Create("pods", BoundPod("second", {{"main", 20, 2, kCardB}}, 2)).ok());
   auto core = Admit("second", "main", 20, 0);
   ASSERT_TRUE(core.ok()) << core.message();
@@ -403,9 +424,9 @@ TEST_F(DaemonTest, PluginRestartMidStreamLosesNoAllocation) {
   auto memory = Admit("second", "main", 0, 2);
   ASSERT_TRUE(memory.ok()) << memory.message();
   EXPECT_EQ(memory->envs["MGPU_VISIBLE_CARDS"], kCardB);
-  EXPECT_TRUE(WaitForAllocated("second", OneContainer("main", kCardB, 20, 2)));
-  EXPECT_EQ(AllocatedOf("first"), OneContainer("main", kCardA, 20, 2));
-  EXPECT_EQ(PatchesOf("first"), 1u);
+  EXPECT_TRUE(WaitForHeld("second", OneContainer("main", kCardB, 20, 2)));
+  EXPECT_EQ(HeldOf("first"), OneContainer("main", kCardA, 20, 2));
+  EXPECT_EQ(PatchesOf("first") + PatchesOf("second"), 0u) << "both got their assigned cards";
 }
 
 TEST_F(DaemonTest, LookAlikesSwapCardsWithoutAWarningThroughAPluginRestart) {
@@ -505,13 +526,13 @@ TEST_F(DaemonTest, SeveralDaemonsRunInOneProcess) {
     auto a = n->kubelet->Admit("default", pod, "main", {{kNames.core, 10}, {kNames.memory, 1}}, rng_);
     ASSERT_TRUE(a.ok()) << a.message();
     EXPECT_EQ(a->envs["MGPU_VISIBLE_CARDS"], kCardB);
-    EXPECT_TRUE(WaitForAllocated(pod, OneContainer("main", kCardB, 10, 1)));
+    // Its plugin bills it once the kubelet's PodResources shows it.
     httplib::Client metrics("127.0.0.1", n->daemon->metrics_port());
-    auto res = metrics.Get("/metrics");
-    ASSERT_TRUE(res);
-    EXPECT_NE(
-        res->body.find("mgpu_pod_gpu_share{node=\"" + n->name + "\",namespace=\"default\",pod=\"" + pod),
-        std::string::npos);
+    EXPECT_TRUE(WaitUntil([&] {
+      auto res = metrics.Get("/metrics");
+      return res && res->body.find("mgpu_pod_gpu_share{node=\"" + n->name +
+                                   "\",namespace=\"default\",pod=\"" + pod) != std::string::npos;
+    }));
   }
   for (const auto& n : nodes) {
     EXPECT_TRUE(WaitUntil([&] {

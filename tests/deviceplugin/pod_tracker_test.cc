@@ -317,11 +317,13 @@ TEST_F(PodTrackerTest, ARefusalDoesNotWaitForTheApiServer) {
   api_.Stop();  // ends the delayed request, so that the tracker can stop
 }
 
+// The kubelet gave the pod other cards than assigned: gpu-allocated is written, and once only, though the
+// watch shows the write late.
 TEST_F(PodTrackerTest, ReconcileWritesTheAllocationOnce) {
   StartTracker();
   Create(BoundPod("p", "GPU-a", 30));
   ASSERT_TRUE(WaitForPod("p", 30));
-  const AllocatedPods truth = Holding("p", "GPU-a", 30);
+  const AllocatedPods truth = Holding("p", "GPU-b", 30);
   // The tracker's watch starts again and is held back a while: it does not show the write at once.
   api_.InjectFault(
       {.action = testing::Fault::Action::kDelay, .path_prefix = "/api/v1/pods", .watch = true, .delay = 3s});
@@ -345,15 +347,29 @@ TEST_F(PodTrackerTest, ReconcileWritesTheAllocationOnce) {
   ASSERT_TRUE(WaitForPod("marker", 7));
   tracker_->Reconcile(truth);
   EXPECT_EQ(PatchesOf("p"), 1u);
+}
 
-  // It got its assigned cards: no Event says so (the extender's GPUAssigned did). The marker, given other
-  // cards, gets a Warning; the Events are created in order, so once it is there any Event for p would be.
-  AllocatedPods with_marker = truth;
-  with_marker.merge(Holding("marker", "GPU-a", 7));
-  tracker_->Reconcile(with_marker);
+// The kubelet gave the pod exactly its assignment: no write and no Event (the extender counts an admitted
+// pod's assignment as allocated, and its GPUAssigned Event named the cards).
+TEST_F(PodTrackerTest, ReconcileWritesNothingForAPodGivenItsAssignment) {
+  StartTracker();
+  Create(BoundPod("p", "GPU-a", 30));
+  ASSERT_TRUE(WaitForPod("p", 30));
+  tracker_->Reconcile(Holding("p", "GPU-a", 30));
+  EXPECT_EQ(PatchesOf("p"), 0u);
+  EXPECT_FALSE(AllocatedOf("p"));
+  // A marker given other cards gets a Warning; the Events are created in order, so once it is there any
+  // Event for p would be.
+  Create(BoundPod("marker", "GPU-b", 7));
+  ASSERT_TRUE(WaitForPod("marker", 7));
+  AllocatedPods both = Holding("p", "GPU-a", 30);
+  both.merge(Holding("marker", "GPU-a", 7));
+  tracker_->Reconcile(both);
   ASSERT_TRUE(WaitUntil([&] { return Events("GPUAllocationDiffers").size() == 1; }, kWait));
   EXPECT_EQ(Events("GPUAllocationDiffers")[0]["involvedObject"]["name"], "marker");
   EXPECT_TRUE(Events("GPUAllocated").empty());
+  EXPECT_EQ(PatchesOf("p"), 0u);
+  EXPECT_EQ(PatchesOf("marker"), 1u);
 }
 
 TEST_F(PodTrackerTest, ReconcileLeavesPodsTheKubeletHasNotServedFully) {

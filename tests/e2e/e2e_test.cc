@@ -1,8 +1,8 @@
 // mgpu end to end, in one process (src/testing/local_cluster.h): the fake API server, the scheduler
 // extender, a device plugin and a kubelet per node, and kube-scheduler's calls to the extender. Every test
-// ends with LocalCluster::CheckConsistency (every container's environment matches its pod's gpu-allocated
-// and the extender's assignment; no card over-committed) and with kubectl-mgpu showing what the extender
-// sees. Waits are on conditions with deadlines; nothing is timed.
+// ends with LocalCluster::CheckConsistency (every container's environment matches what its pod holds,
+// gpu-allocated or else gpu-assignment, and the extender's assignment; no card over-committed) and with
+// kubectl-mgpu showing what the extender sees. Waits are on conditions with deadlines; nothing is timed.
 // tests/realcluster/ runs the same cases on a real kube-apiserver, kube-scheduler, kubelet and containerd
 // with mgpu deployed from deploy/; these stay for what a real cluster cannot give every run: several GPU
 // nodes, the Volcengine resource domain end to end (deploy/'s kube-scheduler manages mgpu.io), restarts
@@ -76,13 +76,15 @@ class EndToEnd : public ::testing::Test {
         .value_or(json());
   }
 
-  // The pod's gpu-allocated, by container: the indexes of its cards on its node.
+  // The cards the pod holds (its gpu-allocated, else its gpu-assignment: the plugin writes gpu-allocated only
+  // where they differ), by container: the indexes of its cards on its node.
   std::map<std::string, std::vector<int>> CardIndexes(const std::string& key) {
     const json pod = Pod(key);
     std::map<std::string, std::vector<int>> out;
-    const std::string text = pod["metadata"]
-                                 .value("annotations", json::object())
-                                 .value(cluster_->config().Names().gpu_allocated, "");
+    const json annotations = pod["metadata"].value("annotations", json::object());
+    const ResourceNames names = cluster_->config().Names();
+    const std::string text =
+        annotations.value(names.gpu_allocated, annotations.value(names.gpu_assignment, ""));
     Result<Assignment> allocated = DecodeAssignment(text);
     if (!allocated.ok()) return out;
     for (const LocalNode& node : cluster_->nodes()) {
@@ -100,7 +102,7 @@ class EndToEnd : public ::testing::Test {
     ASSERT_TRUE(cluster_->WaitSettled()) << "the kubelets did not admit every bound pod";
     const Status consistent = cluster_->CheckConsistency();
     EXPECT_TRUE(consistent.ok()) << consistent.message();
-    // The extender's /v1/nodes, once its watch has caught up with every gpu-allocated.
+    // The extender's /v1/nodes, once its watch has caught up with every admission and gpu-allocated.
     httplib::Client http(cluster_->extender_url());
     json extender;
     EXPECT_TRUE(WaitUntil([&] {

@@ -3,9 +3,9 @@
 // containerd on loopback, and `cluster.sh deploy` installs mgpu as an operator does (images, `kubectl apply
 // -k` of deploy/overlays/static-test-node, scripts/certs.sh --apply). The tests then create pods through the
 // real API server and read what the real components made of them: where kube-scheduler put each pod, the
-// cards the extender assigned and the device plugin confirmed (D/gpu-allocated), and what each container
-// itself printed of its environment and of the guard. Every test ends by checking that no card is
-// over-committed and every running mgpu container's environment matches its pod's gpu-allocated.
+// cards the extender assigned and the device plugin handed out (D/gpu-allocated where they differ), and what
+// each container itself printed of its environment and of the guard. Every test ends by checking that no
+// card is over-committed and every running mgpu container's environment matches the cards its pod holds.
 // One cluster serves the whole suite (bringing it up takes about a minute); the tests use the namespace
 // default and delete their pods. Skipped, and ctest says so, without the Kubernetes binaries.
 // The seed scenarios run with their images replaced by the test workload image, once with their resource
@@ -159,11 +159,25 @@ class RealCluster : public ::testing::Test {
     return pod.ok() ? pod.value() : json();
   }
 
-  static std::optional<Assignment> Allocated(const json& pod) {
+  // The cards a running pod holds: its gpu-allocated, else its gpu-assignment (the plugin writes
+  // gpu-allocated only where the kubelet's devices differ from the assignment).
+  static std::optional<Assignment> Held(const json& pod) {
+    if (pod["status"].value("phase", "") != "Running") return std::nullopt;
     const json annotations = pod["metadata"].value("annotations", json::object());
-    if (!annotations.contains(names_.gpu_allocated)) return std::nullopt;
-    Result<Assignment> a = DecodeAssignment(annotations[names_.gpu_allocated].get<std::string>());
-    return a.ok() ? std::optional<Assignment>(*a) : std::nullopt;
+    for (const std::string& name : {names_.gpu_allocated, names_.gpu_assignment}) {
+      if (!annotations.contains(name)) continue;
+      Result<Assignment> a = DecodeAssignment(annotations[name].get<std::string>());
+      return a.ok() ? std::optional<Assignment>(*a) : std::nullopt;
+    }
+    return std::nullopt;
+  }
+
+  // The cards of every container of `held`, as MGPU_VISIBLE_CARDS lists them.
+  static std::string VisibleCards(const Assignment& held) {
+    std::string uuids;
+    for (const ContainerAssignment& c : held.containers)
+      for (const CardShare& s : c.cards) uuids += (uuids.empty() ? "" : ",") + s.uuid;
+    return uuids;
   }
 
   // The lines the pod's container printed, once it has printed "done".
@@ -192,22 +206,18 @@ class RealCluster : public ::testing::Test {
     return env;
   }
 
-  // Waits until every named pod is Running with its gpu-allocated written.
-  static ::testing::AssertionResult RunningAndAllocated(const std::vector<std::string>& pods) {
+  // Waits until every named pod is Running holding its cards.
+  static ::testing::AssertionResult RunningAndHolding(const std::vector<std::string>& pods) {
     for (const std::string& name : pods) {
-      if (!WaitUntil(
-              [&] {
-                const json pod = Pod(name);
-                return pod["status"].value("phase", "") == "Running" && Allocated(pod).has_value();
-              },
-              kWait))
-        return ::testing::AssertionFailure()
-               << name << " is not Running with gpu-allocated: " << Pod(name).dump();
+      if (!WaitUntil([&] { return Held(Pod(name)).has_value(); }, kWait))
+        return ::testing::AssertionFailure() << name << " is not Running holding cards: " << Pod(name).dump();
     }
     return ::testing::AssertionSuccess();
   }
 
-  // No card over-committed; every running mgpu container printed the environment its gpu-allocated says.
+  // No card over-committed; every running mgpu container printed the environment of the cards its pod holds
+  // (once the plugin's gpu-allocated, where it writes one, has come: until then the pod shows its
+  // assignment).
   void ExpectConsistent() {
     kube::ApiResult pods = client_->ListPods("default");
     ASSERT_TRUE(pods.ok()) << pods.message();
@@ -215,10 +225,17 @@ class RealCluster : public ::testing::Test {
     for (const json& pod : pods->value("items", json::array())) {
       const std::string name = pod["metadata"].value("name", "");
       if (pod["status"].value("phase", "") != "Running") continue;
-      const std::optional<Assignment> allocated = Allocated(pod);
       if (!pod["metadata"].value("annotations", json::object()).contains(names_.gpu_assignment)) continue;
-      ASSERT_TRUE(allocated) << name << " runs without gpu-allocated";
       const std::map<std::string, std::string> env = PrintedEnv(name);
+      const std::string visible = env.count("MGPU_VISIBLE_CARDS") ? env.at("MGPU_VISIBLE_CARDS") : "";
+      std::optional<Assignment> allocated;
+      WaitUntil(
+          [&] {
+            allocated = Held(Pod(name));
+            return allocated && VisibleCards(*allocated) == visible;
+          },
+          kWait);
+      ASSERT_TRUE(allocated) << name << " runs holding no cards";
       for (const ContainerAssignment& c : allocated->containers) {
         std::string uuids;
         for (const CardShare& s : c.cards) {
@@ -354,7 +371,7 @@ class RealCluster : public ::testing::Test {
 
   // The Volcengine seed scenarios (online-offline.yaml, emr-style.yaml), under the Volcengine names or
   // mgpu.io's: the four replicas of the two Deployments share one card (online 60, offline 60, 16 GiB, the
-  // Deployments' compute policy), the EMR pod lands too, each container holds the cards gpu-allocated names.
+  // Deployments' compute policy), the EMR pod lands too, each container holds the cards its pod says (Held).
   void ExpectSeedScenariosLand(bool volcengine) {
     for (const char* file : {"online-offline.yaml", "emr-style.yaml"})
       for (const json& doc : Seed(file, volcengine)) {
@@ -366,13 +383,13 @@ class RealCluster : public ::testing::Test {
     std::vector<std::string> pods = PodsOf("infer-online");
     for (const std::string& p : PodsOf("train-offline")) pods.push_back(p);
     pods.push_back("spark-executor-1");
-    ASSERT_TRUE(RunningAndAllocated(pods));
+    ASSERT_TRUE(RunningAndHolding(pods));
     std::map<std::string, CardUsage> cards;
     for (const std::string& name : pods) {
       if (name == "spark-executor-1") continue;
       const json pod = Pod(name);
       EXPECT_EQ(pod["spec"].value("nodeName", ""), "localhost");
-      const std::optional<Assignment> allocated = Allocated(pod);
+      const std::optional<Assignment> allocated = Held(pod);
       ASSERT_TRUE(allocated) << name;
       for (const ContainerAssignment& c : allocated->containers)
         for (const CardShare& s : c.cards) {
@@ -523,12 +540,12 @@ TEST_F(RealCluster, InvalidPodsAreRefusedAtCreationByTheWebhook) {
   ASSERT_TRUE(Create(plain).ok());
 }
 
-// Inside a GPU container: the environment gpu-allocated says (ExpectConsistent), the guard preloaded by
-// /etc/ld.so.preload from the library the plugin installed, capping memory at MGPU_MEMORY_MIB (over the
+// Inside a GPU container: the environment of the cards its pod holds (ExpectConsistent), the guard preloaded
+// by /etc/ld.so.preload from the library the plugin installed, capping memory at MGPU_MEMORY_MIB (over the
 // fake driver the image carries) and saying once, in one line, which cards it guards with what cap and share.
 TEST_F(RealCluster, TheGuardIsInTheContainer) {
   ASSERT_TRUE(Create(MgpuPod("guarded", 20, 2048)).ok());
-  ASSERT_TRUE(RunningAndAllocated({"guarded"}));
+  ASSERT_TRUE(RunningAndHolding({"guarded"}));
   const std::vector<std::string> lines = Printed("guarded");
   const std::set<std::string> printed(lines.begin(), lines.end());
   EXPECT_TRUE(printed.count("preload " + state_ + "/mgpu/lib/libmgpu-guard.so"))
@@ -550,17 +567,17 @@ TEST_F(RealCluster, TheGuardIsInTheContainer) {
 }
 
 // Look-alikes (identical shapes) created together, and an offline pod beside them: each gets cards of its
-// own and prints the environment of exactly what gpu-allocated says it holds.
+// own and prints the environment of exactly the cards its pod says it holds.
 TEST_F(RealCluster, LookAlikesAndAnOfflinePod) {
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(Create(MgpuPod("alike-" + std::to_string(i), 40, 4096)).ok());
   ASSERT_TRUE(Create(MgpuPod("offline", 50, 2048, json::object(), true)).ok());
-  ASSERT_TRUE(RunningAndAllocated({"alike-0", "alike-1", "alike-2", "alike-3", "offline"}));
+  ASSERT_TRUE(RunningAndHolding({"alike-0", "alike-1", "alike-2", "alike-3", "offline"}));
   EXPECT_EQ(PrintedEnv("offline")["MGPU_QOS_LEVEL"], "offline");
   EXPECT_EQ(PrintedEnv("offline")["MGPU_RECLAIMED_CORE_PERCENT"], "50");
   // 4 x 40 on two cards of 100: two per card.
   std::map<std::string, int> per_card;
   for (int i = 0; i < 4; ++i)
-    per_card[Allocated(Pod("alike-" + std::to_string(i)))->containers[0].cards[0].uuid]++;
+    per_card[Held(Pod("alike-" + std::to_string(i)))->containers[0].cards[0].uuid]++;
   EXPECT_EQ(per_card.size(), 2u);
 }
 
@@ -618,7 +635,7 @@ TEST_F(RealCluster, APluginDownLongerThanTheAssignmentTtlDoubleBooksNothing) {
   EXPECT_TRUE(refused) << "late was placed on cards the held pods have: " << late_node;
   EXPECT_NE(message.find("1 no mgpu card free for 70 percent core and 1024 MiB"), std::string::npos)
       << message;
-  ASSERT_TRUE(RunningAndAllocated(held));
+  ASSERT_TRUE(RunningAndHolding(held));
   EXPECT_EQ(Pod("late")["spec"].value("nodeName", ""), "") << "no room for it";
   (void)client_->Delete(kube::kPods, "default", "late");
   ExpectConsistent();
@@ -691,7 +708,7 @@ TEST_F(RealCluster, EveryComponentKilledMidRun) {
           [&] {
             const json pod = Pod(name);
             const std::string phase = pod["status"].value("phase", "");
-            return (phase == "Running" && Allocated(pod)) || phase == "Failed";
+            return (phase == "Running" && Held(pod)) || phase == "Failed";
           },
           kWait))
           << name << ": " << Pod(name).dump();
@@ -705,9 +722,9 @@ TEST_F(RealCluster, EveryComponentKilledMidRun) {
       EXPECT_EQ(pod["status"].value("reason", ""), "UnexpectedAdmissionError") << pod["status"].dump();
       ++refused;
     }
-    ASSERT_TRUE(RunningAndAllocated(after));
+    ASSERT_TRUE(RunningAndHolding(after));
     running.insert(running.end(), after.begin(), after.end());
-    ASSERT_TRUE(RunningAndAllocated(running)) << "every pod that ran still runs";
+    ASSERT_TRUE(RunningAndHolding(running)) << "every pod that ran still runs";
   }
   EXPECT_LE(refused, 4) << "only pods in admission when the plugin or the kubelet died";
   ExpectConsistent();
