@@ -209,7 +209,10 @@ extender_memory() {
     [ $same -lt 6 ] || break
     sleep 0.5
   done
-  echo "RSS $rss kB, heap $(metric "$(curl -sk "$extender_url/metrics")" mgpu_extender_heap_bytes) bytes, $(threads_of "$extender_pid") threads"
+  # RSS split as the kernel counts it: anonymous pages (heap, stacks) and pages of files (code, libraries).
+  local split
+  split=$(awk '/RssAnon/ {a = $2} /RssFile/ {f = $2} END {printf "anon %s kB, file %s kB", a, f}' "/proc/$extender_pid/status")
+  echo "RSS $rss kB ($split), heap $(metric "$(curl -sk "$extender_url/metrics")" mgpu_extender_heap_bytes) bytes, $(threads_of "$extender_pid") threads"
 }
 echo "extender memory with $nodes nodes and no pods: $(extender_memory)"
 empty_threads=$(threads_of "$extender_pid")
