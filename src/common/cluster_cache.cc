@@ -19,8 +19,8 @@ std::set<std::string> CardsOf(const ContainerAssignment* container) {
   return out;
 }
 
-// What each pod on a node counts (common/lookalike.h): an allocated pod its D/gpu-allocated; a waiting one,
-// per container, what its look-alike pool holds for it.
+// What each pod on a node counts (common/lookalike.h): a pod with D/gpu-allocated that; any other (waiting,
+// or admitted without one), per container, what its look-alike pool holds for it.
 std::vector<PlacedPod> CountedOnNode(const std::vector<const PlacedPod*>& placed) {
   std::vector<PlacedPod> out;
   out.reserve(placed.size());
@@ -34,7 +34,7 @@ std::vector<PlacedPod> CountedOnNode(const std::vector<const PlacedPod*>& placed
       const ContainerAssignment* assigned = p->assigned->Find(c.name);
       if (!assigned) continue;
       PoolMember member{CardSetOf(*assigned), std::nullopt, p->assume_ns};
-      if (p->allocated) {
+      if (p->confirmed) {
         const ContainerAssignment* held = p->assignment.Find(c.name);
         if (!held) continue;  // an init container the kubelet does not list: not in the pool
         member.holding = CardSetOf(*held);
@@ -48,7 +48,7 @@ std::vector<PlacedPod> CountedOnNode(const std::vector<const PlacedPod*>& placed
   std::vector<bool> rebuilt(out.size(), false);
   for (size_t k = 0; k < held.size(); ++k) {
     const auto [i, c] = refs[k];
-    if (out[i].allocated) continue;
+    if (out[i].confirmed) continue;
     if (!rebuilt[i]) {
       out[i].assignment.containers.clear();
       rebuilt[i] = true;
@@ -290,10 +290,12 @@ std::optional<ClusterCache::PodEntry> ClusterCache::ToEntry(const PodFacts& pod)
   entry.node = pod.node;
   entry.holds_node = pod.HoldsNode();
   const Assignment& counted = pod.allocated ? *pod.allocated : *pod.assignment;
-  // Admitted without D/gpu-allocated: the device plugin gave it its assignment (it writes the annotation only
-  // where the kubelet's devices differ, DESIGN §5 step 4 as docs/design.md changes it).
+  // Admitted without D/gpu-allocated: the device plugin has matched it and waits for it no more (it writes
+  // the annotation only where the kubelet's devices differ, DESIGN §5 step 4 as docs/design.md changes it);
+  // in its look-alike pool it holds from the remainder until it has one (CountedOnNode).
   const bool allocated = pod.allocated.has_value() || pod.admitted;
   entry.placed = PlacedPod{pod.key, pod.uid, {}, counted, allocated, pod.assume_time_ns, pod.assignment};
+  entry.placed.confirmed = pod.allocated.has_value();
   if (pod.request.ok()) {
     entry.placed.request = *pod.request;
   } else {

@@ -60,6 +60,10 @@ struct PlacedPod {
   // bad value after it was bound) still holds its cards: `request` is then what `assignment` gives each
   // container, and each container is a look-alike pool of its own.
   bool readable = true;
+  // It carries D/gpu-allocated. In its look-alike pool only such a member holds its own cards: an admitted
+  // member without it (the plugin's write of a swap may still be on its way) holds from the pool's
+  // remainder like a waiting one (common/lookalike.h).
+  bool confirmed = false;
 };
 
 // What a filter reads of every node (problem, slot, generation, state.name) comes first: one or two cache

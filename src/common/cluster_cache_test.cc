@@ -438,6 +438,27 @@ TEST_F(CacheTest, APodTheKubeletReportsOnIsAllocatedByItsAssignment) {
   EXPECT_EQ(bound->containers[0].cards[0].uuid, "n-gpu1");
 }
 
+// Look-alikes admitted without gpu-allocated hold from their pool, not their own assignment: a younger one
+// took an elder's card (its write has come), the elder got what was left (its write is still on its way).
+// Counting the elder by its assignment would put 120 on card 0 and leave card 1 looking free.
+TEST_F(CacheTest, AdmittedLookAlikesWithoutGpuAllocatedHoldFromTheirPool) {
+  cache_.UpsertNode(NodeOf(Node("n", 2)));
+  const auto placed = [&](const char* name, const char* card, int64_t assume_s) {
+    nlohmann::json pod =
+        Placed(Pod(name, 40, 1000), "n", names_.gpu_assignment, OneCard(card, 40, 1000), assume_s * kSecond);
+    pod["status"] = {{"phase", "Running"}, {"hostIP", "10.0.0.7"}};
+    return pod;
+  };
+  nlohmann::json younger = placed("c", "n-gpu1", 3);
+  younger["metadata"]["annotations"][names_.gpu_allocated] = EncodeAssignment(OneCard("n-gpu0", 40, 1000));
+  cache_.UpsertPod(PodOf(placed("a", "n-gpu0", 1)));
+  cache_.UpsertPod(PodOf(placed("b", "n-gpu0", 2)));
+  cache_.UpsertPod(PodOf(younger));
+  EXPECT_EQ(CardOf("n", 0).usage.core, 80);
+  EXPECT_EQ(CardOf("n", 1).usage.core, 40);
+  EXPECT_TRUE(snapshot_->Find("n")->waiting.empty());
+}
+
 // A bound pod whose request no longer parses (an annotation edited to a bad value after its bind) still
 // holds its cards: they stay counted, waiting or allocated, and a look-alike of its old shape never takes
 // them. (Dropping it would let the extender hand the same cards out again.)

@@ -4,20 +4,21 @@
 // group the same way, with the one function below:
 //  - The group's members are its containers that were assigned cards (D/gpu-assignment). Their assigned card
 //    sets form a multiset A, which the extender checked against the cards' capacity when it bound them.
-//  - A member that holds real cards (the extender: D/gpu-allocated, or its assignment once the kubelet has
-//    admitted it without one, the plugin writing gpu-allocated only where they differ; the plugin: the
-//    kubelet's PodResources and what it just handed out) holds those. The multiset of what members hold is T.
+//  - A member that holds real cards (the extender: D/gpu-allocated; the plugin: the kubelet's PodResources
+//    and what it just handed out) holds those. The multiset of what members hold is T. (A member the kubelet
+//    has admitted without a D/gpu-allocated, the plugin writing one only where the cards differ from the
+//    assignment, is counted by the extender as waiting here: its swap's write may still be on its way.)
 //  - The members still waiting hold A − T between them: each its own assigned cards while they are left,
 //    the others what remains, oldest member first.
 // Why this never over-commits a card or mixes compute policies: the plugin hands a waiting member only an
 // item of A − T (HoldFromPool's answer), so every item members really hold comes out of A, and the items
-// counted on the cards (T plus what is held from A − T) are exactly A's items while T ⊆ A: the same amounts on
-// the same cards the extender validated at bind, whichever member took which. Every item of a group carries
-// the group's shape, its compute policy included, so moving an item between members never puts another
-// policy, QoS or card count on a card. A member whose real cards lie outside A (a kubelet that did not take
-// the plugin's preference) is counted where it really is, and the waiting members then hold at most one item
-// each, so nothing is counted twice: over-counting that item of A is the conservative error, until the
-// waiting members are admitted.
+// counted on the cards (T plus what is held from A − T) are exactly A's items while T ⊆ A: the same amounts
+// on the same cards the extender validated at bind, whichever member took which. Every item of a group
+// carries the group's shape, its compute policy included, so moving an item between members never puts
+// another policy, QoS or card count on a card. A member whose real cards lie outside A (a kubelet that did
+// not take the plugin's preference) is counted where it really is, and the waiting members then hold at most
+// one item each, so nothing is counted twice: over-counting that item of A is the conservative error, until
+// the waiting members are admitted.
 #pragma once
 
 #include <cstdint>
