@@ -5,11 +5,11 @@
 // yet ("assumed"), and on DRA nodes (D/gpu-dra-inventory) the driver's allocated ResourceClaims, fed by the
 // extender's claim informer (dra::ReadClaim), each counted as a pod of one container holding its cards
 // (dra::HeldOn). Per-card usage on a node: a bound, unfinished pod's D/gpu-allocated when it
-// has one, its D/gpu-assignment once the kubelet has admitted it without one (the plugin writes
-// gpu-allocated only where the devices differ); the members of a look-alike pool still waiting for the
-// kubelet hold what their D/gpu-assignments left (common/lookalike.h); an assumed bind holds its cards until
-// the watch shows the pod, for at most assignmentTTLSeconds. A bound, live pod keeps its cards until it
-// finishes, is deleted or gpu-allocated replaces them. Contract:
+// has one; the members of a look-alike pool without one (waiting for the kubelet, or admitted: the plugin
+// writes gpu-allocated only where the devices differ from the assignment) hold what their D/gpu-assignments
+// left (common/lookalike.h); an assumed bind holds its cards until the watch shows the pod, for at most
+// assignmentTTLSeconds. A bound, live pod keeps its cards until it finishes, is deleted or gpu-allocated
+// replaces them. Contract:
 //  - One mutex; readers take Snapshot(), an immutable view shared until the next change.
 //  - Reserve() chooses cards and records them as assumed under that mutex, so concurrent binds never
 //    double-book a card; it steers away from ambiguous pairs and applies the guard of DESIGN §5.5 (bounded
@@ -52,7 +52,7 @@ struct PlacedPod {
   std::string uid;
   PodRequest request;
   Assignment assignment;  // what is counted on the node's cards
-  // D/gpu-allocated, or admitted by the kubelet without it (else held from its look-alike pool: waiting)
+  // D/gpu-allocated, or admitted by the kubelet without it: the plugin matched it (else waiting, §5.5)
   bool allocated = false;
   int64_t assume_ns = 0;
   std::optional<Assignment> assigned{};  // D/gpu-assignment, when it has one
