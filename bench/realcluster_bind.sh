@@ -25,14 +25,15 @@
 # the CPU per pod too, depends on what else runs (more in flight at once costs more each): the script prints
 # the load average.
 # The extender's memory (RSS, its mgpu_extender_heap_bytes, threads) before the first phase, with each phase's
-# pods bound, and once they are deleted and it has settled, its burst's workers ended (issue 27's "memory you
-# can state").
+# pods bound, and once they are deleted and it has settled: its burst's workers ended and the API connections
+# its binds opened closed (each holds a TLS context and buffers, ~200 kB; kube::Client closes one 90 s after
+# its last use), with how long after the last bind that was (issue 27's "memory you can state").
 #   bench/realcluster_bind.sh [--qps 1000|default] [--nodes 1000] [--pods 2000] [--plain 2000]
 #       [--delay-ms 0] [--verbs choose|filter-prioritize] [--phases plain,mgpu,mixed]
 #       [--state-dir DIR] [--port-base N]
 # Needs the build's mgpu-scheduler-extender and mgpu-api-nodes (bash scripts/setup.sh mgpu-scheduler-extender
-# mgpu-api-nodes), curl, jq and bc. A benchmark, not a test: run it under nice on a machine as quiet as you
-# have.
+# mgpu-api-nodes), curl, jq, bc and ss (iproute2). A benchmark, not a test: run it under nice on a machine as
+# quiet as you have.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${MGPU_BUILD_DIR:-$repo/build}
@@ -109,6 +110,7 @@ until curl -sk --max-time 1 "$extender_url/readyz" >/dev/null; do
   kill -0 $extender_pid 2>/dev/null || die "the extender exited: $(tail -5 "$state/logs/extender.log")"
   sleep 0.2
 done
+extender_started=$(date +%s.%N)
 
 clk=$(getconf CLK_TCK)
 processes=(etcd kube-apiserver kube-controller-manager kube-scheduler api-nodes extender)
@@ -189,18 +191,26 @@ echo "idle CPU, ms/s: $(idle_text)" >&2
 echo "kube-scheduler start-up: $(echo "scale=1; 1000 * $scheduler_startup / $clk" | bc) ms of CPU" >&2
 
 threads_of() { awk '/Threads/ {print $2}' "/proc/$1/status"; }
+api_port=${MGPU_CLUSTER_APISERVER##*:}
+# The extender's open connections to the API server.
+api_connections() { ss -tnpH state established "( dport = :$api_port )" | grep -c "pid=$extender_pid,"; }
 # The extender's RSS, heap and threads, once its RSS has not moved for 3 s (it hands freed memory back a
-# second or two after a wave of deletions); given a thread count and a time (now's), first once it runs no
-# more threads than that (up to 150 s: the HTTP workers a burst started end after a minute idle, WorkerPool)
-# and that time has passed.
+# second or two after a wave of deletions); given a thread count, a connection count and a time (the last
+# bind's), first once it runs no more threads (up to 150 s: the HTTP workers a burst started end after a
+# minute idle, WorkerPool) and holds no more API connections than those (up to 240 s), saying when the last
+# of those closed.
 extender_memory() {
-  local last=-1 same=0 rss
+  local last=-1 same=0 rss settled=""
   if [ $# -gt 0 ]; then
     for _ in $(seq 300); do
       [ "$(threads_of "$extender_pid")" -gt "$1" ] || break
       sleep 0.5
     done
-    while [ "$(echo "$(now) < $2" | bc)" = 1 ]; do sleep 1; done
+    for _ in $(seq 480); do
+      [ "$(api_connections)" -gt "$2" ] || break
+      sleep 0.5
+    done
+    settled=", API connections back to $(api_connections) $(echo "scale=0; ($(now) - $3) / 1" | bc) s after the last bind"
   fi
   for _ in $(seq 120); do
     rss=$(awk '/VmRSS/ {print $2}' "/proc/$extender_pid/status")
@@ -212,10 +222,13 @@ extender_memory() {
   # RSS split as the kernel counts it: anonymous pages (heap, stacks) and pages of files (code, libraries).
   local split
   split=$(awk '/RssAnon/ {a = $2} /RssFile/ {f = $2} END {printf "anon %s kB, file %s kB", a, f}' "/proc/$extender_pid/status")
-  echo "RSS $rss kB ($split), heap $(metric "$(curl -sk "$extender_url/metrics")" mgpu_extender_heap_bytes) bytes, $(threads_of "$extender_pid") threads"
+  echo "RSS $rss kB ($split), heap $(metric "$(curl -sk "$extender_url/metrics")" mgpu_extender_heap_bytes) bytes, $(threads_of "$extender_pid") threads$settled"
 }
-echo "extender memory with $nodes nodes and no pods: $(extender_memory)"
+# Once the API connections of its start-up lists have closed (90 s after their last use) too.
+while [ "$(echo "$(now) < $extender_started + 95" | bc)" = 1 ]; do sleep 1; done
+echo "extender memory with $nodes nodes and no pods: $(extender_memory), $(api_connections) API connections"
 empty_threads=$(threads_of "$extender_pid")
+empty_connections=$(api_connections)
 
 pods_json() {  # mgpu count, plain count
   echo '{"apiVersion":"v1","kind":"List","items":['
@@ -340,8 +353,7 @@ run_phase() {  # name, mgpu pods, plain pods
   echo "  extender memory with the pods: $(extender_memory)"
   kubectl delete pods -n default --all --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
   until [ "$(kubectl get pods -n default -o name | wc -l)" = 0 ]; do sleep 1; done
-  # The API connections the binds opened close 90 s after their last use (kube::ClientOptions).
-  echo "  extender memory after deleting them: $(extender_memory "$empty_threads" "$(echo "$bound_at + 95" | bc)")"
+  echo "  extender memory after deleting them: $(extender_memory "$empty_threads" "$empty_connections" "$bound_at")"
 }
 
 echo "real kube-scheduler $(kubectl version -o json | jq -r .serverVersion.gitVersion); extender $("$build/src/extender/mgpu-scheduler-extender" --version 2>/dev/null || echo "(no --version)")"

@@ -125,16 +125,16 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
     } while (claim_probe_.SleepFor(kClaimProbe));
   });
   // glibc keeps freed memory in its arenas: after a wave of deletions, or of HTTP workers ending their
-  // threads once a burst is over (WorkerPool), or of API connections closing once idle (and the trimmer
-  // closes them: the client may be silent by then), or after the start-up's lists, hand it back so that RSS
-  // follows the cluster down. Trimming during the wave would only give back what the next pods take again.
+  // threads once a burst is over (WorkerPool), or of API connections closing once idle (by the trimmer, as
+  // the client may be silent by then, or by the next request released, such as the leader's renewal: each
+  // counts), or after the start-up's lists, hand it back so that RSS follows the cluster down. Trimming
+  // during the wave would only give back what the next pods take again.
   trimmer_.Start([this] {
-    uint64_t closed = 0;
-    const auto ended = [&] { return deleted_.load() + WorkerPool::Retired() + closed; };
+    const auto ended = [&] { return deleted_.load() + WorkerPool::Retired() + client_->ClosedHandles(); };
     uint64_t seen = ended();
     bool wave = false, synced = false;
     while (trimmer_.SleepFor(kTrimCheck)) {
-      closed += client_->CloseIdleHandles();
+      client_->CloseIdleHandles();
       const uint64_t now = ended();
       if (now != seen) {
         seen = now;

@@ -317,6 +317,7 @@ void Client::ReleaseHandle(void* handle) {
   }
   released_.notify_one();
   for (void* h : close) curl_easy_cleanup(static_cast<CURL*>(h));  // and its connection
+  closed_ += close.size();
 }
 
 size_t Client::IdleHandles() {
@@ -336,6 +337,7 @@ size_t Client::CloseIdleHandles() {
     close = TakeIdleLocked(std::chrono::steady_clock::now());
   }
   for (void* h : close) curl_easy_cleanup(static_cast<CURL*>(h));
+  closed_ += close.size();
   return close.size();
 }
 

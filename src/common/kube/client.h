@@ -12,6 +12,7 @@
 //  edge.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -233,6 +234,9 @@ class Client {
   // Closes the kept handles unused for idle_connection_timeout; returns how many. Releasing a handle does it
   // too; a daemon whose client may fall silent after a burst calls it now and then.
   size_t CloseIdleHandles();
+  // The kept handles closed so far for being idle, by either: a daemon that hands freed memory back once a
+  // burst is over counts these closes among its ends (each frees a connection's TLS state and buffers).
+  uint64_t ClosedHandles() const { return closed_.load(); }
 
  private:
   Client(ClusterConfig config, ClientOptions options);
@@ -260,6 +264,7 @@ class Client {
   std::vector<KeptHandle> handles_;  // the most recently released last
   size_t in_use_ = 0;                // handles held by requests
   size_t waiting_ = 0;               // requests waiting for one
+  std::atomic<uint64_t> closed_{0};  // ClosedHandles
   std::condition_variable released_;
   // Takes the handles unused for idle_connection_timeout out of handles_ (under mu_), to be closed outside
   // it.

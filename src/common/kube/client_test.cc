@@ -120,59 +120,110 @@ TEST(JsonPath, FindsNestedFieldsAndToleratesAnyShape) {
   EXPECT_EQ(FindPath(pod, {}), &pod);
 }
 
+// An API server that holds each GET of a node until Open(), counting the requests in it (bounds of 10 s on a
+// failing run).
+class HoldingServer {
+ public:
+  explicit HoldingServer(int threads) {
+    server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    server_.set_keep_alive_max_count(1);  // its threads do not wait on the kept connections when it stops
+    server_.Get(R"(/api/v1/nodes/.*)", [this](const httplib::Request&, httplib::Response& res) {
+      std::unique_lock lock(mu_);
+      most_ = std::max(most_, ++in_);
+      arrived_.notify_all();
+      arrived_.wait_for(lock, std::chrono::seconds(10), [&] { return open_; });
+      --in_;
+      res.set_content(R"({"kind":"Node","metadata":{"name":"n1"}})", "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    serving_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~HoldingServer() {
+    Open();
+    server_.stop();
+    serving_.join();
+  }
+  ClusterConfig Config() const {
+    ClusterConfig config;
+    config.server = "http://127.0.0.1:" + std::to_string(port_);
+    return config;
+  }
+  // Until more than `n` requests are in it.
+  void WaitForMoreThan(int n) {
+    std::unique_lock lock(mu_);
+    arrived_.wait_for(lock, std::chrono::seconds(10), [&] { return in_ > n; });
+  }
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    arrived_.notify_all();
+  }
+  int most() {
+    std::lock_guard lock(mu_);
+    return most_;
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread serving_;
+  std::mutex mu_;
+  std::condition_variable arrived_;
+  int in_ = 0, most_ = 0;
+  bool open_ = false;
+};
+
 // A burst of concurrent requests holds at most kMaxHandles handles, each with its connection, at once: the
 // rest wait for one rather than open more; once it is over, those connections stay open for the next. The
-// server holds what it gets until kMaxHandles requests are in it and the others wait in the client (bounds of
-// 10 s on a failing run).
+// server holds what it gets until kMaxHandles requests are in it and the others wait in the client.
 TEST(ClientPool, AtMostItsBoundOfConnectionsAtOnceAndKeptAfterABurst) {
   constexpr int kBurst = 40;
   constexpr int kMax = static_cast<int>(Client::kMaxHandles);
-  httplib::Server server;
-  server.new_task_queue = [] { return new httplib::ThreadPool(kBurst + 4); };
-  server.set_keep_alive_max_count(1);  // its threads do not wait on the kept connections when it stops
-  std::mutex mu;
-  std::condition_variable arrived;
-  int in_server = 0, most_in_server = 0;
-  bool open = false;
-  server.Get(R"(/api/v1/nodes/.*)", [&](const httplib::Request&, httplib::Response& res) {
-    std::unique_lock lock(mu);
-    most_in_server = std::max(most_in_server, ++in_server);
-    arrived.notify_all();
-    arrived.wait_for(lock, std::chrono::seconds(10), [&] { return open; });
-    --in_server;
-    res.set_content(R"({"kind":"Node","metadata":{"name":"n1"}})", "application/json");
-  });
-  const int port = server.bind_to_any_port("127.0.0.1");
-  std::thread serving([&] { server.listen_after_bind(); });
-  ClusterConfig config;
-  config.server = "http://127.0.0.1:" + std::to_string(port);
+  HoldingServer server(kBurst + 4);
   ClientOptions options;
   options.request_timeout = std::chrono::milliseconds(30000);
-  std::unique_ptr<Client> client = MustClient(config, options);
+  std::unique_ptr<Client> client = MustClient(server.Config(), options);
   ASSERT_NE(client, nullptr);
   std::atomic<int> ok{0};
   std::vector<std::thread> burst;
   for (int i = 0; i < kBurst; ++i) {
     burst.emplace_back([&] { ok += client->Get(kNodes, "", "n1").ok(); });
-    if (i >= kMax) continue;
-    std::unique_lock lock(mu);  // one connection at a time: httplib listens with a backlog of 5
-    arrived.wait_for(lock, std::chrono::seconds(10), [&] { return in_server > i; });
+    if (i < kMax) server.WaitForMoreThan(i);  // one connection at a time: httplib listens with a backlog of 5
   }
   const bool rest_wait = WaitUntil([&] { return client->WaitingForHandle() == kBurst - kMax; });
-  {
-    std::lock_guard lock(mu);
-    open = true;
-    arrived.notify_all();
-  }
+  server.Open();
   for (std::thread& t : burst) t.join();
-  server.stop();
-  serving.join();
   EXPECT_TRUE(rest_wait) << client->WaitingForHandle() << " requests waiting for a handle";
   EXPECT_EQ(ok.load(), kBurst);
-  EXPECT_EQ(most_in_server, kMax);
+  EXPECT_EQ(server.most(), kMax);
   EXPECT_EQ(client->IdleHandles(), Client::kMaxHandles);
   EXPECT_EQ(client->CloseIdleHandles(), 0u);  // none idle for idle_connection_timeout (90 s) yet
   EXPECT_EQ(client->IdleHandles(), Client::kMaxHandles);
+}
+
+// A kept handle found idle when another is released is closed there, and counted as those CloseIdleHandles
+// closes are: the extender hands freed memory back after either (a burst's connections may close on the
+// leader's next renewal rather than in its trimmer). Two requests are held in the server together, so that
+// the second release finds the first's handle kept.
+TEST(ClientPool, AnIdleHandleClosedOnAReleaseIsCounted) {
+  HoldingServer server(4);
+  ClientOptions options;
+  options.idle_connection_timeout = std::chrono::milliseconds(0);
+  std::unique_ptr<Client> client = MustClient(server.Config(), options);
+  ASSERT_NE(client, nullptr);
+  std::atomic<int> ok{0};
+  std::vector<std::thread> requests;
+  for (int i = 0; i < 2; ++i) {
+    requests.emplace_back([&] { ok += client->Get(kNodes, "", "n1").ok(); });
+    server.WaitForMoreThan(i);
+  }
+  server.Open();
+  for (std::thread& t : requests) t.join();
+  EXPECT_EQ(ok.load(), 2);
+  EXPECT_EQ(client->ClosedHandles(), 1u);  // the second release closed the first's handle
+  EXPECT_EQ(client->IdleHandles(), 1u);
+  EXPECT_EQ(client->CloseIdleHandles(), 1u);
+  EXPECT_EQ(client->ClosedHandles(), 2u);
 }
 
 TEST_F(ClientTest, AConnectionIdlePastItsTimeoutIsClosed) {
@@ -186,8 +237,10 @@ TEST_F(ClientTest, AConnectionIdlePastItsTimeoutIsClosed) {
   ASSERT_TRUE(fake_->Create("nodes", Node("node-a")).ok());
   ASSERT_TRUE(client->GetNode("node-a").ok());
   EXPECT_EQ(client->IdleHandles(), 1u);  // kept until it has been unused for the timeout
+  EXPECT_EQ(client->ClosedHandles(), 0u);
   EXPECT_EQ(client->CloseIdleHandles(), 1u);
   EXPECT_EQ(client->IdleHandles(), 0u);
+  EXPECT_EQ(client->ClosedHandles(), 1u);
   EXPECT_TRUE(client->GetNode("node-a").ok());  // a new connection
 }
 
