@@ -193,7 +193,7 @@ echo "kube-scheduler start-up: $(echo "scale=1; 1000 * $scheduler_startup / $clk
 threads_of() { awk '/Threads/ {print $2}' "/proc/$1/status"; }
 api_port=${MGPU_CLUSTER_APISERVER##*:}
 # The extender's open connections to the API server.
-api_connections() { ss -tnpH state established "( dport = :$api_port )" | grep -c "pid=$extender_pid,"; }
+api_connections() { ss -tnpH state established "( dport = :$api_port )" | grep -c "pid=$extender_pid," || true; }
 # The extender's RSS, heap and threads, once its RSS has not moved for 3 s (it hands freed memory back a
 # second or two after a wave of deletions); given a thread count, a connection count and a time (the last
 # bind's), first once it runs no more threads (up to 150 s: the HTTP workers a burst started end after a
