@@ -267,11 +267,12 @@ Client::Client(ClusterConfig config, ClientOptions options)
 }
 
 Client::~Client() {
-  for (const KeptHandle& kept : handles_) curl_easy_cleanup(static_cast<CURL*>(kept.handle));
+  Close(handles_);
+  Close(watches_);
   curl_slist_free_all(static_cast<curl_slist*>(connect_to_));
 }
 
-void* Client::AcquireHandle() {
+Client::KeptHandle Client::AcquireHandle() {
   {
     std::unique_lock lock(mu_);
     ++waiting_;
@@ -279,50 +280,68 @@ void* Client::AcquireHandle() {
     --waiting_;
     ++in_use_;
     if (!handles_.empty()) {
-      void* handle = handles_.back().handle;
-      handles_.pop_back();
-      return handle;
+      auto first =
+          std::min_element(handles_.begin(), handles_.end(),
+                           [](const KeptHandle& a, const KeptHandle& b) { return a.opened < b.opened; });
+      KeptHandle kept = *first;
+      handles_.erase(first);  // the others stay in the order they were released
+      return kept;
     }
   }
-  void* handle = curl_easy_init();
-  if (handle == nullptr) {
-    {
-      std::lock_guard lock(mu_);
-      --in_use_;
-    }
+  KeptHandle made{.handle = curl_easy_init()};
+  std::lock_guard lock(mu_);
+  if (made.handle == nullptr) {
+    --in_use_;
     released_.notify_one();
+  } else {
+    made.opened = ++opened_;
   }
-  return handle;
+  return made;
 }
 
-std::vector<void*> Client::TakeIdleLocked(std::chrono::steady_clock::time_point now) {
-  const auto fresh = std::find_if(handles_.begin(), handles_.end(), [&](const KeptHandle& kept) {
-    return now - kept.since < options_.idle_connection_timeout;
-  });
-  std::vector<void*> idle;
-  for (auto it = handles_.begin(); it != fresh; ++it) idle.push_back(it->handle);
-  handles_.erase(handles_.begin(), fresh);
+std::vector<Client::KeptHandle> Client::TakeIdleLocked(std::chrono::steady_clock::time_point now) {
+  std::vector<KeptHandle> idle;
+  for (std::vector<KeptHandle>* kept : {&handles_, &watches_}) {
+    const auto fresh = std::find_if(kept->begin(), kept->end(), [&](const KeptHandle& handle) {
+      return now - handle.since < options_.idle_connection_timeout;
+    });
+    idle.insert(idle.end(), kept->begin(), fresh);
+    kept->erase(kept->begin(), fresh);
+  }
   return idle;
 }
 
-void Client::ReleaseHandle(void* handle) {
-  curl_easy_reset(static_cast<CURL*>(handle));  // keeps the handle's open connections for reuse
-  std::vector<void*> close;
+size_t Client::Close(const std::vector<KeptHandle>& kept) {
+  for (const KeptHandle& handle : kept) {
+    curl_easy_cleanup(static_cast<CURL*>(handle.handle));
+    if (handle.multi != nullptr) curl_multi_cleanup(static_cast<CURLM*>(handle.multi));  // and its connection
+  }
+  closed_ += kept.size();
+  return kept.size();
+}
+
+void Client::ReleaseHandle(KeptHandle held) {
+  curl_easy_reset(static_cast<CURL*>(held.handle));  // keeps the handle's open connections for reuse
+  std::vector<KeptHandle> close;
   {
     std::lock_guard lock(mu_);
-    const auto now = std::chrono::steady_clock::now();
-    close = TakeIdleLocked(now);
-    handles_.push_back({handle, now});
+    held.since = std::chrono::steady_clock::now();
+    close = TakeIdleLocked(held.since);
+    handles_.push_back(held);
     --in_use_;
   }
   released_.notify_one();
-  for (void* h : close) curl_easy_cleanup(static_cast<CURL*>(h));  // and its connection
-  closed_ += close.size();
+  Close(close);
 }
 
 size_t Client::IdleHandles() {
   std::lock_guard lock(mu_);
   return handles_.size();
+}
+
+size_t Client::IdleWatchHandles() {
+  std::lock_guard lock(mu_);
+  return watches_.size();
 }
 
 size_t Client::WaitingForHandle() {
@@ -331,14 +350,12 @@ size_t Client::WaitingForHandle() {
 }
 
 size_t Client::CloseIdleHandles() {
-  std::vector<void*> close;
+  std::vector<KeptHandle> close;
   {
     std::lock_guard lock(mu_);
     close = TakeIdleLocked(std::chrono::steady_clock::now());
   }
-  for (void* h : close) curl_easy_cleanup(static_cast<CURL*>(h));
-  closed_ += close.size();
-  return close.size();
+  return Close(close);
 }
 
 Status Client::RefreshExecCredential(bool force) {
@@ -431,7 +448,8 @@ ApiResult Client::Request(std::string_view method, const std::string& path, cons
   for (int attempt = 0;; ++attempt) {
     if (Status s = RefreshExecCredential(reread_token); !s)
       return ApiResult::Failure(0, "", DescribeFailure(method, path, 0, s.message()));
-    CURL* curl = static_cast<CURL*>(AcquireHandle());
+    KeptHandle held = AcquireHandle();
+    CURL* curl = static_cast<CURL*>(held.handle);
     if (curl == nullptr)
       return ApiResult::Failure(0, "", DescribeFailure(method, path, 0, "curl_easy_init failed"));
     auto* headers = static_cast<curl_slist*>(Prepare(curl, path, reread_token));
@@ -468,7 +486,7 @@ ApiResult Client::Request(std::string_view method, const std::string& path, cons
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
     curl_slist_free_all(headers);
-    ReleaseHandle(curl);
+    ReleaseHandle(held);
 
     if (code == CURLE_ABORTED_BY_CALLBACK) {
       return ApiResult::Failure(0, "Cancelled", DescribeFailure(method, path, 0, "cancelled"));
@@ -652,8 +670,20 @@ ApiResult Client::Watch(const ApiResource& resource, std::string_view ns, const 
 
   if (Status s = RefreshExecCredential(false); !s)
     return ApiResult::Failure(0, "", DescribeFailure("GET", path, 0, s.message()));
-  CURL* curl = curl_easy_init();
-  CURLM* multi = curl_multi_init();
+  CURL* curl = nullptr;
+  CURLM* multi = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    if (!watches_.empty()) {
+      curl = watches_.back().handle;
+      multi = watches_.back().multi;
+      watches_.pop_back();
+    }
+  }
+  if (curl == nullptr) {
+    curl = curl_easy_init();
+    multi = curl_multi_init();
+  }
   if (curl == nullptr || multi == nullptr) {
     if (curl != nullptr) curl_easy_cleanup(curl);
     if (multi != nullptr) curl_multi_cleanup(multi);
@@ -702,10 +732,16 @@ ApiResult Client::Watch(const ApiResource& resource, std::string_view ns, const 
   }
   long status = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  curl_multi_remove_handle(multi, curl);
-  curl_easy_cleanup(curl);
-  curl_multi_cleanup(multi);
+  curl_multi_remove_handle(multi, curl);  // its connection stays in `multi`
   curl_slist_free_all(headers);
+  if (done && *done == CURLE_OK && status == 200 && !cancelled && !stream.stopped && !stream.too_long) {
+    curl_easy_reset(curl);  // the server ended it: kept for the next watch
+    std::lock_guard lock(mu_);
+    watches_.push_back({.handle = curl, .since = std::chrono::steady_clock::now(), .multi = multi});
+  } else {
+    curl_easy_cleanup(curl);
+    curl_multi_cleanup(multi);
+  }
 
   if (cancelled || stream.stopped) return Json::object();
   if (idle) {

@@ -221,12 +221,15 @@ class Client {
 
   // Each request holds a handle (its open connection to the API server, its TLS state and buffers), at most
   // kMaxHandles at once: a request beyond them waits for one to be released. Released handles are kept for
-  // the next requests. Without the bound on idle handles the pool kept as many as were ever in use at once
-  // (98 connections in the extender after a real kube-scheduler's burst of binds, about 8 MB of heap); with
-  // that bound alone, a burst past it opened a connection, and the API server a TLS handshake, for each
-  // request beyond the kept ones (~500 per 2,000 binds once kube-scheduler's binds came over HTTP/2, the
-  // API server's CPU per pod up by a quarter: bench/RESULTS.md section 5). client-go keeps 25 idle
-  // connections per host (and multiplexes its requests over HTTP/2).
+  // the next requests, which take the one opened first: after a burst the connections it opened are the
+  // ones left idle and closed, and the one kept (the leader's renewals) keeps the TLS state made while the
+  // client was quiet, not amid the burst's freed memory, whose pages it would keep resident. Without the
+  // bound on idle handles the pool kept as many as were ever in use at once (98 connections in the extender
+  // after a real kube-scheduler's burst of binds, about 8 MB of heap); with that bound alone, a burst past it
+  // opened a connection, and the API server a TLS handshake, for each request beyond the kept ones (~500 per
+  // 2,000 binds once kube-scheduler's binds came over HTTP/2, the API server's CPU per pod up by a quarter:
+  // bench/RESULTS.md section 5). client-go keeps 25 idle connections per host (and multiplexes its requests
+  // over HTTP/2).
   static constexpr size_t kMaxHandles = 25;
   // Handles kept for the next requests, and requests waiting for a handle (tests).
   size_t IdleHandles();
@@ -237,13 +240,22 @@ class Client {
   // The kept handles closed so far for being idle, by either: a daemon that hands freed memory back once a
   // burst is over counts these closes among its ends (each frees a connection's TLS state and buffers).
   uint64_t ClosedHandles() const { return closed_.load(); }
+  // A watch the server ended on its timeout leaves its handle, with the connection, for the next watch (an
+  // informer resumes at once): without it each informer opened a connection, and made its TLS state anew,
+  // every server_timeout, in whatever burst was then going on, whose freed memory that state then kept
+  // resident for the connection's life (bench/RESULTS.md section 5). Kept ones are closed as idle request
+  // handles are, and counted with them.
+  size_t IdleWatchHandles();
 
  private:
   Client(ClusterConfig config, ClientOptions options);
   ApiResult Request(std::string_view method, const std::string& path, const std::string* body,
                     std::string_view content_type, const CancelToken* cancel = nullptr);
-  void* AcquireHandle();
-  void ReleaseHandle(void* handle);
+  struct KeptHandle;
+  // A handle for one request, a kept one or a new one (`handle` null when curl could not make one), and its
+  // return.
+  KeptHandle AcquireHandle();
+  void ReleaseHandle(KeptHandle held);
   // Sets URL, TLS, auth and common headers on a reset handle; returns the header list to free after the call.
   void* Prepare(void* handle, const std::string& path, bool force_token_reread);
   std::string CurrentToken(bool force_reread);
@@ -255,20 +267,26 @@ class Client {
   std::string base_url_;  // config_.server; with tls-server-name, that name in place of the host
   void* connect_to_ =
       nullptr;          // curl_slist: with tls-server-name, "name:port:host:port" (connect to the host)
-  std::mutex mu_;       // guards handles_, in_use_, waiting_ and the token cache
+  std::mutex mu_;       // guards handles_, watches_, in_use_, waiting_ and the token cache
   std::mutex exec_mu_;  // one exec plugin run at a time
   struct KeptHandle {
-    void* handle;
-    std::chrono::steady_clock::time_point since;  // released then
+    void* handle = nullptr;
+    std::chrono::steady_clock::time_point since{};  // released then
+    void* multi = nullptr;                          // a watch's: the curl multi handle holding its connection
+    uint64_t opened = 0;                            // a request's: its place in the order they were made
   };
   std::vector<KeptHandle> handles_;  // the most recently released last
+  std::vector<KeptHandle> watches_;  // watches' handles, the same way
   size_t in_use_ = 0;                // handles held by requests
+  uint64_t opened_ = 0;              // request handles made so far
   size_t waiting_ = 0;               // requests waiting for one
   std::atomic<uint64_t> closed_{0};  // ClosedHandles
   std::condition_variable released_;
-  // Takes the handles unused for idle_connection_timeout out of handles_ (under mu_), to be closed outside
-  // it.
-  std::vector<void*> TakeIdleLocked(std::chrono::steady_clock::time_point now);
+  // Takes the handles unused for idle_connection_timeout out of handles_ and watches_ (under mu_), to be
+  // closed outside it (Close).
+  std::vector<KeptHandle> TakeIdleLocked(std::chrono::steady_clock::time_point now);
+  // Closes kept handles and their connections, counting them in closed_; returns how many.
+  size_t Close(const std::vector<KeptHandle>& kept);
   std::string token_;
   std::string exec_cert_, exec_key_;  // PEM, from the exec plugin
   std::optional<std::chrono::system_clock::time_point> exec_expires_;

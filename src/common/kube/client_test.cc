@@ -7,7 +7,10 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -120,26 +123,17 @@ TEST(JsonPath, FindsNestedFieldsAndToleratesAnyShape) {
   EXPECT_EQ(FindPath(pod, {}), &pod);
 }
 
-// An API server that holds each GET of a node until Open(), counting the requests in it (bounds of 10 s on a
-// failing run).
-class HoldingServer {
+// An httplib server on a loopback port for one test: the test's handlers, registered before Start(). A
+// derived server whose handlers use its own members calls Stop() in its destructor.
+class LoopbackServer {
  public:
-  explicit HoldingServer(int threads) {
-    server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    server_.set_keep_alive_max_count(1);  // its threads do not wait on the kept connections when it stops
-    server_.Get(R"(/api/v1/nodes/.*)", [this](const httplib::Request&, httplib::Response& res) {
-      std::unique_lock lock(mu_);
-      most_ = std::max(most_, ++in_);
-      arrived_.notify_all();
-      arrived_.wait_for(lock, std::chrono::seconds(10), [&] { return open_; });
-      --in_;
-      res.set_content(R"({"kind":"Node","metadata":{"name":"n1"}})", "application/json");
-    });
+  ~LoopbackServer() { Stop(); }
+  void Start() {
     port_ = server_.bind_to_any_port("127.0.0.1");
     serving_ = std::thread([this] { server_.listen_after_bind(); });
   }
-  ~HoldingServer() {
-    Open();
+  void Stop() {
+    if (!serving_.joinable()) return;
     server_.stop();
     serving_.join();
   }
@@ -147,6 +141,40 @@ class HoldingServer {
     ClusterConfig config;
     config.server = "http://127.0.0.1:" + std::to_string(port_);
     return config;
+  }
+
+ protected:
+  httplib::Server server_;
+
+ private:
+  int port_ = 0;
+  std::thread serving_;
+};
+
+// An API server that holds each GET of a node until Open() (or Open(its name)), counting the requests in it
+// and noting the client port each node's GET came from (bounds of 10 s on a failing run). It closes each
+// connection after one request unless `keep_alive` (its threads then wait on the kept connections when it
+// stops, until the client closes them).
+class HoldingServer : public LoopbackServer {
+ public:
+  explicit HoldingServer(int threads, bool keep_alive = false) {
+    server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    if (!keep_alive) server_.set_keep_alive_max_count(1);
+    server_.Get(R"(/api/v1/nodes/(.*))", [this](const httplib::Request& req, httplib::Response& res) {
+      const std::string name = req.matches[1];
+      std::unique_lock lock(mu_);
+      port_of_[name] = req.remote_port;
+      most_ = std::max(most_, ++in_);
+      arrived_.notify_all();
+      arrived_.wait_for(lock, std::chrono::seconds(10), [&] { return open_ || opened_.contains(name); });
+      --in_;
+      res.set_content(R"({"kind":"Node","metadata":{"name":"n1"}})", "application/json");
+    });
+    Start();
+  }
+  ~HoldingServer() {
+    Open();
+    Stop();
   }
   // Until more than `n` requests are in it.
   void WaitForMoreThan(int n) {
@@ -158,19 +186,27 @@ class HoldingServer {
     open_ = true;
     arrived_.notify_all();
   }
+  void Open(const std::string& name) {
+    std::lock_guard lock(mu_);
+    opened_.insert(name);
+    arrived_.notify_all();
+  }
   int most() {
     std::lock_guard lock(mu_);
     return most_;
   }
+  int PortOf(const std::string& name) {
+    std::lock_guard lock(mu_);
+    return port_of_[name];
+  }
 
  private:
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread serving_;
   std::mutex mu_;
   std::condition_variable arrived_;
   int in_ = 0, most_ = 0;
   bool open_ = false;
+  std::set<std::string> opened_;
+  std::map<std::string, int> port_of_;
 };
 
 // A burst of concurrent requests holds at most kMaxHandles handles, each with its connection, at once: the
@@ -224,6 +260,94 @@ TEST(ClientPool, AnIdleHandleClosedOnAReleaseIsCounted) {
   EXPECT_EQ(client->IdleHandles(), 1u);
   EXPECT_EQ(client->CloseIdleHandles(), 1u);
   EXPECT_EQ(client->ClosedHandles(), 2u);
+}
+
+// Of the kept handles a request takes the one opened first, not the one released last: after a burst the
+// connections the burst opened are the ones left idle and closed, and the one kept is the one made while it
+// was quiet. Two requests are held together (two connections); the first opened is released first.
+TEST(ClientPool, ARequestTakesTheKeptHandleOpenedFirst) {
+  HoldingServer server(4, /*keep_alive=*/true);
+  std::unique_ptr<Client> client = MustClient(server.Config());
+  ASSERT_NE(client, nullptr);
+  std::thread first([&] { EXPECT_TRUE(client->Get(kNodes, "", "a").ok()); });
+  server.WaitForMoreThan(0);
+  std::thread second([&] { EXPECT_TRUE(client->Get(kNodes, "", "b").ok()); });
+  server.WaitForMoreThan(1);
+  server.Open("a");
+  first.join();
+  server.Open("b");
+  second.join();  // its handle released last
+  server.Open();
+  EXPECT_TRUE(client->Get(kNodes, "", "c").ok());
+  EXPECT_NE(server.PortOf("a"), server.PortOf("b"));
+  EXPECT_EQ(server.PortOf("c"), server.PortOf("a"));
+}
+
+// An API server whose every watch of nodes sends one bookmark and ends, as a real one does on timeoutSeconds,
+// keeping the connection; it records the client port each watch came from (one per connection).
+class EndingWatchServer : public LoopbackServer {
+ public:
+  EndingWatchServer() {
+    server_.Get("/api/v1/nodes", [this](const httplib::Request& req, httplib::Response& res) {
+      {
+        std::lock_guard lock(mu_);
+        ports_.push_back(req.remote_port);
+      }
+      res.set_content(R"({"type":"BOOKMARK","object":{"kind":"Node","metadata":{"resourceVersion":"5"}}})"
+                      "\n",
+                      "application/json");
+    });
+    Start();
+  }
+  ~EndingWatchServer() { Stop(); }
+  std::vector<int> ports() {
+    std::lock_guard lock(mu_);
+    return ports_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<int> ports_;
+};
+
+// A watch the server ended leaves its connection to the next one, until it has been idle for the timeout:
+// an informer resuming its watch does not open a connection (and make its TLS state) again.
+TEST(ClientWatchConnection, TheNextWatchTakesTheLastOnesConnectionUntilItIsIdle) {
+  EndingWatchServer server;
+  ClientOptions options;
+  options.idle_connection_timeout = std::chrono::milliseconds(0);
+  std::unique_ptr<Client> client = MustClient(server.Config(), options);
+  ASSERT_NE(client, nullptr);
+  auto watch = [&] {
+    int bookmarks = 0;
+    ApiResult ended = client->Watch(kNodes, "", {}, [&](const WatchEvent& event) {
+      bookmarks += event.type == "BOOKMARK";
+      return true;
+    });
+    return ended.ok() && bookmarks == 1;
+  };
+  ASSERT_TRUE(watch());
+  EXPECT_EQ(client->IdleWatchHandles(), 1u);
+  ASSERT_TRUE(watch());
+  EXPECT_EQ(client->ClosedHandles(), 0u);
+  EXPECT_EQ(client->CloseIdleHandles(), 1u);  // idle past the timeout (0): closed, and counted
+  EXPECT_EQ(client->IdleWatchHandles(), 0u);
+  EXPECT_EQ(client->ClosedHandles(), 1u);
+  ASSERT_TRUE(watch());
+  std::vector<int> ports = server.ports();
+  ASSERT_EQ(ports.size(), 3u);
+  EXPECT_EQ(ports[1], ports[0]);  // the same connection
+  EXPECT_NE(ports[2], ports[1]);  // a new one
+}
+
+// A watch the handler stopped, mid-stream, leaves nothing kept: its connection may still carry the rest.
+TEST(ClientWatchConnection, AStoppedWatchKeepsNoHandle) {
+  EndingWatchServer server;
+  std::unique_ptr<Client> client = MustClient(server.Config(), {});
+  ASSERT_NE(client, nullptr);
+  ApiResult stopped = client->Watch(kNodes, "", {}, [](const WatchEvent&) { return false; });
+  EXPECT_TRUE(stopped.ok()) << stopped.message();
+  EXPECT_EQ(client->IdleWatchHandles(), 0u);
 }
 
 TEST_F(ClientTest, AConnectionIdlePastItsTimeoutIsClosed) {
