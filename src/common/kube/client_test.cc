@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -209,6 +210,23 @@ class HoldingServer : public LoopbackServer {
   std::map<std::string, int> port_of_;
 };
 
+// GETs of node n1 on `client` at once, `count` of them, each of the first `in_server` started once the one
+// before is in `server` (httplib listens with a backlog of 5); runs `while_held`, then lets them all go.
+// Returns how many succeeded.
+int HeldGets(HoldingServer& server, Client& client, int count, int in_server,
+             const std::function<void()>& while_held = {}) {
+  std::atomic<int> ok{0};
+  std::vector<std::thread> gets;
+  for (int i = 0; i < count; ++i) {
+    gets.emplace_back([&] { ok += client.Get(kNodes, "", "n1").ok(); });
+    if (i < in_server) server.WaitForMoreThan(i);
+  }
+  if (while_held) while_held();
+  server.Open();
+  for (std::thread& t : gets) t.join();
+  return ok.load();
+}
+
 // A burst of concurrent requests holds at most kMaxHandles handles, each with its connection, at once: the
 // rest wait for one rather than open more; once it is over, those connections stay open for the next. The
 // server holds what it gets until kMaxHandles requests are in it and the others wait in the client.
@@ -220,17 +238,11 @@ TEST(ClientPool, AtMostItsBoundOfConnectionsAtOnceAndKeptAfterABurst) {
   options.request_timeout = std::chrono::milliseconds(30000);
   std::unique_ptr<Client> client = MustClient(server.Config(), options);
   ASSERT_NE(client, nullptr);
-  std::atomic<int> ok{0};
-  std::vector<std::thread> burst;
-  for (int i = 0; i < kBurst; ++i) {
-    burst.emplace_back([&] { ok += client->Get(kNodes, "", "n1").ok(); });
-    if (i < kMax) server.WaitForMoreThan(i);  // one connection at a time: httplib listens with a backlog of 5
-  }
-  const bool rest_wait = WaitUntil([&] { return client->WaitingForHandle() == kBurst - kMax; });
-  server.Open();
-  for (std::thread& t : burst) t.join();
-  EXPECT_TRUE(rest_wait) << client->WaitingForHandle() << " requests waiting for a handle";
-  EXPECT_EQ(ok.load(), kBurst);
+  const int ok = HeldGets(server, *client, kBurst, kMax, [&] {
+    EXPECT_TRUE(WaitUntil([&] { return client->WaitingForHandle() == kBurst - kMax; }))
+        << client->WaitingForHandle() << " requests waiting for a handle";
+  });
+  EXPECT_EQ(ok, kBurst);
   EXPECT_EQ(server.most(), kMax);
   EXPECT_EQ(client->IdleHandles(), Client::kMaxHandles);
   EXPECT_EQ(client->CloseIdleHandles(), 0u);  // none idle for idle_connection_timeout (90 s) yet
@@ -247,15 +259,7 @@ TEST(ClientPool, AnIdleHandleClosedOnAReleaseIsCounted) {
   options.idle_connection_timeout = std::chrono::milliseconds(0);
   std::unique_ptr<Client> client = MustClient(server.Config(), options);
   ASSERT_NE(client, nullptr);
-  std::atomic<int> ok{0};
-  std::vector<std::thread> requests;
-  for (int i = 0; i < 2; ++i) {
-    requests.emplace_back([&] { ok += client->Get(kNodes, "", "n1").ok(); });
-    server.WaitForMoreThan(i);
-  }
-  server.Open();
-  for (std::thread& t : requests) t.join();
-  EXPECT_EQ(ok.load(), 2);
+  EXPECT_EQ(HeldGets(server, *client, 2, 2), 2);
   EXPECT_EQ(client->ClosedHandles(), 1u);  // the second release closed the first's handle
   EXPECT_EQ(client->IdleHandles(), 1u);
   EXPECT_EQ(client->CloseIdleHandles(), 1u);
