@@ -8,7 +8,8 @@
 #   writes nothing (docs/design.md §5 step 4), so by default nothing is written after the bind; --delay-ms N
 #   has them write each pod's assignment as gpu-allocated N ms after its bind, the confirmation the plugin
 #   wrote for every GPU pod before (to compare); mgpu-scheduler-extender on the host with deploy/base's
-#   config.yaml, over HTTPS. No kubelet status is written for any pod, plain or mgpu.
+#   config.yaml, over HTTPS, as deploy/extender's ServiceAccount (with that RBAC, by a token of it). No kubelet
+#   status is written for any pod, plain or mgpu.
 # Phases (--phases, in order): `plain` (plain pods alone), `mgpu` (mgpu pods alone), `mixed` (both kinds in
 # one run). In each, kube-scheduler is paused while the phase's pods are created (mgpu pods of 20 percent core
 # and 4 GiB, plain pods of 100m CPU), then resumed; the phase ends when every pod is bound and, with
@@ -28,9 +29,13 @@
 # pods bound, and once they are deleted and it has settled: its burst's workers ended and the API connections
 # its binds opened closed (each holds a TLS context and buffers, ~200 kB; kube::Client closes one 90 s after
 # its last use), with how long after the last bind that was (issue 27's "memory you can state").
+# --profile DIR: the cluster serves /debug/pprof, and 2 s into each phase a 6 s CPU profile of kube-scheduler
+# and of kube-apiserver is taken into DIR/N-PHASE-NAME.pb.gz (read them with `go tool pprof -top BINARY FILE`,
+# the binary in the cluster's MGPU_K8S_BIN; Debian's golang-go has it). The profiler samples at 100 Hz: it
+# costs the phase a little CPU.
 #   bench/realcluster_bind.sh [--qps 1000|default] [--nodes 1000] [--pods 2000] [--plain 2000]
 #       [--delay-ms 0] [--verbs choose|filter-prioritize] [--phases plain,mgpu,mixed]
-#       [--state-dir DIR] [--port-base N]
+#       [--state-dir DIR] [--port-base N] [--profile DIR]
 # Needs the build's mgpu-scheduler-extender and mgpu-api-nodes (bash scripts/setup.sh mgpu-scheduler-extender
 # mgpu-api-nodes), curl, jq, bc and ss (iproute2). A benchmark, not a test: run it under nice on a machine as
 # quiet as you have.
@@ -38,7 +43,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${MGPU_BUILD_DIR:-$repo/build}
 qps=1000 nodes=1000 pods=2000 plain=2000 delay_ms=0 verbs=choose phases=plain,mgpu,mixed
-state=/tmp/mgpu-bench-cluster port_base=26500
+state=/tmp/mgpu-bench-cluster port_base=26500 profile=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --qps) qps=$2; shift 2 ;;
@@ -50,6 +55,7 @@ while [ $# -gt 0 ]; do
     --phases) phases=$2; shift 2 ;;
     --state-dir) state=$2; shift 2 ;;
     --port-base) port_base=$2; shift 2 ;;
+    --profile) profile=$2; shift 2 ;;
     *) echo "realcluster_bind.sh: unknown argument $1 (see the top of the script)" >&2; exit 2 ;;
   esac
 done
@@ -84,10 +90,16 @@ esac
 cluster() { bash "$repo/scripts/cluster.sh" "$1" --state-dir "$state" --port-base "$port_base" "${@:2}"; }
 qps_flag=()
 [ "$qps" = default ] || qps_flag=(--scheduler-qps "$qps")
+profiling_flag=()
+if [ -n "$profile" ]; then
+  mkdir -p "$profile"
+  profile=$(cd "$profile" && pwd)
+  profiling_flag=(--profiling)
+fi
 extender_pid=""
 trap 'kill $extender_pid 2>/dev/null || true; cluster down >/dev/null 2>&1 || true' EXIT
 cluster up --no-kubelet --api-nodes "$nodes" --api-node-cards 8x81920,2x24576,4x16384 \
-  --confirm-after-ms "$delay_ms" --scheduler-config "$scheduler_config" "${qps_flag[@]}" >&2
+  --confirm-after-ms "$delay_ms" --scheduler-config "$scheduler_config" "${qps_flag[@]}" "${profiling_flag[@]}" >&2
 # shellcheck source=/dev/null
 source "$state/env"
 kubectl() { "$MGPU_K8S_BIN/kubectl" "$@"; }
@@ -101,9 +113,28 @@ awk '/^  config.yaml: \|/ {on = 1; next} on && /^    / {print substr($0, 5); nex
     -e "s|tlsKeyFile: /etc/mgpu-tls/tls.key|tlsKeyFile: $state/extender-tls/tls.key|" >"$state/extender.yaml"
 grep -q "listenAddress: 127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT" "$state/extender.yaml" ||
   die "deploy/base/config.yaml no longer has the listenAddress this script replaces."
+# As its pod is: deploy/extender's ServiceAccount and RBAC, authenticated by a token of that ServiceAccount as
+# by its projected token (the API server caches a token's authentication; the admin's client certificate, used
+# before, had its chain verified on every request: bench/RESULTS.md section 5).
+kubectl apply -f "$repo/deploy/extender/rbac.yaml" >/dev/null
+kubectl create token mgpu-scheduler-extender -n mgpu-system --duration 48h >"$state/extender.token"
+cat >"$state/extender.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: mgpu-test
+  cluster: {server: "$MGPU_CLUSTER_APISERVER", certificate-authority: "$state/pki/ca.crt"}
+users:
+- name: mgpu-scheduler-extender
+  user: {tokenFile: "$state/extender.token"}
+contexts:
+- name: mgpu-test
+  context: {cluster: mgpu-test, user: mgpu-scheduler-extender}
+current-context: mgpu-test
+EOF
 # With the malloc tunable its image sets (deploy/docker/extender.Dockerfile).
 GLIBC_TUNABLES=glibc.malloc.tcache_count=0 "$build/src/extender/mgpu-scheduler-extender" \
-  --kubeconfig "$state/kubeconfig" --config "$state/extender.yaml" >"$state/logs/extender.log" 2>&1 &
+  --kubeconfig "$state/extender.kubeconfig" --config "$state/extender.yaml" >"$state/logs/extender.log" 2>&1 &
 extender_pid=$!
 extender_url=https://127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT
 until curl -sk --max-time 1 "$extender_url/readyz" >/dev/null; do
@@ -255,6 +286,26 @@ rate() {
     "$state/pods-after.json"
 }
 
+# With --profile: 2 s into the phase, a 6 s CPU profile of kube-scheduler and one of kube-apiserver, both at
+# once, in the background (their pids in profilers).
+profiled=0
+profilers=()
+profile_phase() {  # phase name
+  profiled=$((profiled + 1))
+  local name url
+  for name in kube-scheduler kube-apiserver; do
+    url=$MGPU_CLUSTER_APISERVER
+    [ "$name" = kube-apiserver ] || url=https://127.0.0.1:$((MGPU_CLUSTER_PORT_BASE + 4))
+    (
+      sleep 2
+      curl -sk --max-time 30 --cert "$state/pki/admin.crt" --key "$state/pki/admin.key" \
+        "$url/debug/pprof/profile?seconds=6" -o "$profile/$profiled-$1-$name.pb.gz" ||
+        echo "realcluster_bind.sh: no profile of $name in phase $1" >&2
+    ) &
+    profilers+=("$!")
+  done
+}
+
 run_phase() {  # name, mgpu pods, plain pods
   local phase=$1 gpu=$2 cpu=$3
   local total=$((gpu + cpu))
@@ -273,6 +324,7 @@ run_phase() {  # name, mgpu pods, plain pods
   local begin
   begin=$(now)
   cluster resume kube-scheduler >&2
+  [ -z "$profile" ] || profile_phase "$phase"
   # Until kube-scheduler has placed every pod (its own counter: cheap, unlike listing the pods), then until
   # the API server shows every pod bound.
   while [ "$(scheduled)" -lt "$total" ]; do
@@ -304,6 +356,8 @@ run_phase() {  # name, mgpu pods, plain pods
   declare -A t1
   local p
   for p in "${processes[@]}"; do t1[$p]=$(ticks "$(pid_of "$p")"); done
+  [ ${#profilers[@]} = 0 ] || wait "${profilers[@]}"
+  profilers=()
   local writes_after opens_after
   writes_after=$(api_writes)
   watch_after=$(pod_watch_sent)

@@ -32,6 +32,8 @@
 # static-test-node; default its inventory.yaml).
 # --scheduler-config: kube-scheduler's configuration to start from (default deploy/extender/scheduler-config.yaml
 # as shipped; the benchmark passes its two-verb variant); only this machine's names are replaced in it.
+# --profiling: kube-apiserver, kube-controller-manager and kube-scheduler serve /debug/pprof on their secure
+# ports (off otherwise; the benchmark's --profile reads them with the admin certificate).
 #
 # Binaries: MGPU_K8S_BIN (a folder with kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and,
 # for a kubelet, kubelet, containerd, containerd-shim-runc-v2, ctr); by default the archives of
@@ -68,6 +70,7 @@ confirm_after_ms=0
 scheduler_qps=""
 inventory=$repo/deploy/overlays/static-test-node/inventory.yaml
 scheduler_config=$repo/deploy/extender/scheduler-config.yaml
+profiling=false
 lines=30
 signal=KILL
 target=""
@@ -82,6 +85,7 @@ while [ $# -gt 0 ]; do
     --scheduler-qps) scheduler_qps=$2; shift 2 ;;
     --inventory) inventory=$2; shift 2 ;;
     --scheduler-config) scheduler_config=$2; shift 2 ;;
+    --profiling) profiling=true; shift ;;
     --lines) lines=$2; shift 2 ;;
     --signal) signal=$2; shift 2 ;;
     -*) die "unknown argument $1 (see the usage at the top of the script)" ;;
@@ -454,7 +458,7 @@ EOF
     --kubelet-preferred-address-types Hostname --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" \
     --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
     --enable-aggregator-routing=true --endpoint-reconciler-type none --allow-privileged=true \
-    --profiling=false
+    --profiling=$profiling
   wait_for "kube-apiserver is ready" 60 kctl get --raw /readyz || fail_up kube-apiserver
 
   start kube-controller-manager "$bin/kube-controller-manager" \
@@ -464,11 +468,11 @@ EOF
     --bind-address 127.0.0.1 --secure-port "$controller_manager_port" --leader-elect=false \
     --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
     --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
-    --use-service-account-credentials=true --profiling=false
+    --use-service-account-credentials=true --profiling=$profiling
   start kube-scheduler "$bin/kube-scheduler" --config "$state/scheduler-config.yaml" \
     --authentication-kubeconfig "$state/scheduler.kubeconfig" \
     --authorization-kubeconfig "$state/scheduler.kubeconfig" \
-    --bind-address 127.0.0.1 --secure-port "$scheduler_port" --profiling=false
+    --bind-address 127.0.0.1 --secure-port "$scheduler_port" --profiling=$profiling
   wait_for "kube-controller-manager is healthy" 60 https_ok "https://127.0.0.1:$controller_manager_port/healthz" ||
     fail_up kube-controller-manager
   wait_for "kube-scheduler is healthy" 60 https_ok "https://127.0.0.1:$scheduler_port/healthz" ||
