@@ -157,13 +157,16 @@ sample() {  # into t0
   for p in "${processes[@]}"; do t0[$p]=$(ticks "$(pid_of "$p")"); done
 }
 now() { date +%s.%N; }
+# GET from a control-plane component as the cluster's admin: curl's arguments after the certificate.
+admin_get() { curl -sk --cert "$state/pki/admin.crt" --key "$state/pki/admin.key" "$@"; }
+scheduler_url=https://127.0.0.1:$((port_base + 4))
 metric() {  # sum of the samples of a metric (a regular expression on the whole series) in $1's text
   echo "$1" | awk -v re="^$2 " '$0 ~ re {s += $NF} END {print s + 0}'
 }
 # The API server's count of writes to pods and events so far, one line per verb, resource and subresource
 # ("POST pods/binding 2000"), from its apiserver_request_total.
 api_writes() {
-  curl -sk --max-time 5 --cert "$state/pki/admin.crt" --key "$state/pki/admin.key" "$MGPU_CLUSTER_APISERVER/metrics" |
+  admin_get --max-time 5 "$MGPU_CLUSTER_APISERVER/metrics" |
     awk '/^apiserver_request_total\{/ {
       verb = $0; sub(/.*verb="/, "", verb); sub(/".*/, "", verb)
       resource = $0; sub(/.*[{,]resource="/, "", resource); sub(/".*/, "", resource)
@@ -176,7 +179,7 @@ api_writes() {
 # each write to a pod goes to each of its watchers (kube-scheduler, the controller-manager, the extender, the
 # stand-in plugins).
 pod_watch_sent() {
-  curl -sk --max-time 5 --cert "$state/pki/admin.crt" --key "$state/pki/admin.key" "$MGPU_CLUSTER_APISERVER/metrics" |
+  admin_get --max-time 5 "$MGPU_CLUSTER_APISERVER/metrics" |
     awk '/^apiserver_watch_events_total\{.*resource="pods"/ {n += $NF}
       /^apiserver_watch_events_sizes_sum\{.*resource="pods"/ {b += $NF} END {print n + 0, b + 0}'
 }
@@ -190,8 +193,7 @@ writes_since() {
 tcp_opens() { awk '/^Tcp:/ && ++n == 2 {print $7}' /proc/net/snmp; }
 scheduled() {
   local text
-  text=$(curl -sk --max-time 5 --cert "$state/pki/admin.crt" --key "$state/pki/admin.key" \
-    "https://127.0.0.1:$((port_base + 4))/metrics" 2>/dev/null || true)
+  text=$(admin_get --max-time 5 "$scheduler_url/metrics" 2>/dev/null || true)
   metric "$text" 'scheduler_schedule_attempts_total\{.*result="scheduled".*\}'
 }
 
@@ -295,11 +297,10 @@ profile_phase() {  # phase name
   local name url
   for name in kube-scheduler kube-apiserver; do
     url=$MGPU_CLUSTER_APISERVER
-    [ "$name" = kube-apiserver ] || url=https://127.0.0.1:$((MGPU_CLUSTER_PORT_BASE + 4))
+    [ "$name" = kube-apiserver ] || url=$scheduler_url
     (
       sleep 2
-      curl -sk --max-time 30 --cert "$state/pki/admin.crt" --key "$state/pki/admin.key" \
-        "$url/debug/pprof/profile?seconds=6" -o "$profile/$profiled-$1-$name.pb.gz" ||
+      admin_get --max-time 30 "$url/debug/pprof/profile?seconds=6" -o "$profile/$profiled-$1-$name.pb.gz" ||
         echo "realcluster_bind.sh: no profile of $name in phase $1" >&2
     ) &
     profilers+=("$!")
