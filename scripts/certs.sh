@@ -4,10 +4,10 @@
 # which kube-scheduler (enableHTTPS) and the API server (the admission webhook) both check.
 # Writes into the output folder: ca.crt ca.key tls.crt tls.key, secret.yaml (the kubernetes.io/tls Secret
 # mgpu-extender-tls the extender Deployment mounts, with ca.crt for the second scheduler) and caBundle (the
-# base64 CA for the ValidatingWebhookConfiguration), and prints the caBundle.
+# base64 CA for the webhook configurations), and prints the caBundle.
 # With --apply, also creates or replaces the Secret and sets the caBundle of every webhook of the
-# ValidatingWebhookConfiguration mgpu-scheduler-extender (and, where deploy/dra/ is applied, of the
-# Validating- and MutatingWebhookConfiguration mgpu-scheduler-extender-dra), with kubectl's current context.
+# Validating- and MutatingWebhookConfiguration mgpu-scheduler-extender (and, where deploy/dra/ is applied, of
+# the Validating- and MutatingWebhookConfiguration mgpu-scheduler-extender-dra), with kubectl's current context.
 # Replacement mode: copy ca.crt to /etc/kubernetes/mgpu/ca.crt on the control-plane nodes (the kube-scheduler
 # config's tlsConfig.caFile).
 # With --keep, a CA and certificate already in the output folder are kept (made only when missing), e.g. when a
@@ -69,12 +69,13 @@ b64 "$out/ca.crt" >"$out/caBundle"
 
 if $apply; then
   kubectl apply -f "$out/secret.yaml"
-  # The validating webhook of deploy/extender/, and the DRA mode's two of deploy/dra/ where they are applied.
-  for config in "validatingwebhookconfiguration $service" "validatingwebhookconfiguration $service-dra" \
-    "mutatingwebhookconfiguration $service-dra"; do
+  # The two webhook configurations of deploy/extender/, and the DRA mode's two of deploy/dra/ where they are
+  # applied.
+  for config in "validatingwebhookconfiguration $service" "mutatingwebhookconfiguration $service" \
+    "validatingwebhookconfiguration $service-dra" "mutatingwebhookconfiguration $service-dra"; do
     # shellcheck disable=SC2086
     if ! count=$(kubectl get $config -o jsonpath='{range .webhooks[*]}x{end}' 2>/dev/null); then
-      [ "$config" = "validatingwebhookconfiguration $service" ] || continue
+      case $config in *-dra) continue ;; esac
       echo "certs.sh: there is no $config; apply deploy/ first" >&2
       exit 1
     fi

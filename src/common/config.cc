@@ -23,6 +23,7 @@ ResourceNames::ResourceNames(std::string_view domain) {
   gpu_assume_time = d + "/gpu-assume-time";
   gpu_allocated = d + "/gpu-allocated";
   gpu_inventory = d + "/gpu-inventory";
+  memory_as_written = d + "/mgpu-memory-mib";
   gpu_dra_inventory = d + "/gpu-dra-inventory";
   dra_limits = d + "/dra-limits";
   dra_resource = d + "/dra-gpu";

@@ -25,6 +25,9 @@ struct ResourceNames {
   std::string gpu_assume_time;  // D/gpu-assume-time
   std::string gpu_allocated;    // D/gpu-allocated
   std::string gpu_inventory;    // D/gpu-inventory
+  // A pod's mgpu-memory as its author wrote it, in MiB, per container: set by the admission webhook when it
+  // rewrote the limits into memoryUnitMiB devices (request.h, MemoryUnitsPatch).
+  std::string memory_as_written;  // D/mgpu-memory-mib
   // The DRA mode (docs/dra.md §7): a DRA node's cards, a DRA pod's mgpu limits as the webhook replaced them,
   // and the extended resource that routes a DRA pod through the extender's verbs (no node advertises it).
   std::string gpu_dra_inventory;  // D/gpu-dra-inventory

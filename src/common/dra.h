@@ -155,7 +155,8 @@ struct HeldShare {
 Result<HeldShare> HeldOn(const ClaimFacts& claim, const NodeState& node, const Config& config);
 
 // The webhook writes a DRA pod's mgpu limits, as it removes them, into D/dra-limits (container name ->
-// resource -> quantity) and gives each rewritten container one D/dra-gpu, so that kube-scheduler calls the
+// resource -> quantity; mgpu-memory in memoryUnitMiB devices, as a stored pod counts it, request.h) and
+// gives each rewritten container one D/dra-gpu, so that kube-scheduler calls the
 // extender for the pod (docs/dra.md §7). DraLimitsOf is that annotation's value for `pod`'s GPU containers.
 nlohmann::json DraLimitsOf(const nlohmann::json& pod, const PodRequest& request, const Config& config);
 // The pod as it was written, for ParsePodRequest: the limits of D/dra-limits put back and D/dra-gpu taken

@@ -22,4 +22,18 @@ std::string MetadataString(const nlohmann::json& object, const char* key) {
   return StringAt(object, {"metadata", key});
 }
 
+std::string PointerToken(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace mgpu

@@ -15,5 +15,7 @@ const nlohmann::json* FindPath(const nlohmann::json& object, std::initializer_li
 std::string StringAt(const nlohmann::json& object, std::initializer_list<const char*> path);
 // metadata.<key> of an object when it is a string ("name", "namespace", "uid", "resourceVersion"), else "".
 std::string MetadataString(const nlohmann::json& object, const char* key);
+// `key` as one token of a JSON pointer (RFC 6901: '~' and '/' escaped), for the paths of a JSON patch.
+std::string PointerToken(const std::string& key);
 
 }  // namespace mgpu

@@ -36,8 +36,14 @@ struct Asked {
 
 class Parser {
  public:
-  Parser(const json& pod, const Config& config, const Annotations& workload, WorkloadSource* source)
-      : pod_(pod), config_(config), names_(config.Names()), workload_(workload), source_(source) {
+  Parser(const json& pod, const Config& config, const Annotations& workload, WorkloadSource* source,
+         MemoryCount memory_count)
+      : pod_(pod),
+        config_(config),
+        names_(config.Names()),
+        workload_(workload),
+        source_(source),
+        memory_count_(memory_count) {
     const json* meta = Field(pod, "metadata");
     if (meta) {
       key_ = PodKey(StringField(*meta, "namespace"), StringField(*meta, "name"));
@@ -222,7 +228,7 @@ class Parser {
     if (a.memory_units > kMaxMemoryUnits) {
       return Fail(name, memory + " " + std::to_string(a.memory_units) + " is larger than any card");
     }
-    c.memory_mib = a.memory_units * config_.memory_unit_mib;
+    c.memory_mib = MemoryMiB(a.memory_units, 1);
     if (req.qos == Qos::kOffline) {
       if (a.core > 0)
         return Fail(name, "an offline pod must not ask for " + core + " (it uses " + reclaimed + ")");
@@ -266,6 +272,7 @@ class Parser {
     const std::string over = " does not divide evenly over " + std::to_string(n) + " cards";
     if (a.core % n != 0) return Fail(name, core + " " + std::to_string(a.core) + over);
     if (a.memory_units % n != 0) return Fail(name, memory + " " + std::to_string(a.memory_units) + over);
+    c.memory_mib = MemoryMiB(a.memory_units, n);
     const int64_t per_card = a.core / n;
     const std::string per = n > 1 ? " per card" : "";
     if (per_card > 100) return Fail(name, core + " " + std::to_string(per_card) + per + " is above 100");
@@ -282,11 +289,20 @@ class Parser {
     return c;
   }
 
+  // The MiB that `amount` of mgpu-memory over `cards` cards holds: devices times the unit, or MiB as
+  // written with each card's part rounded up to whole devices.
+  int64_t MemoryMiB(int64_t amount, int64_t cards) const {
+    const int64_t unit = std::max<int64_t>(1, config_.memory_unit_mib);
+    if (memory_count_ == MemoryCount::kDevices) return amount * unit;
+    return (amount / cards + unit - 1) / unit * unit * cards;
+  }
+
   const json& pod_;
   const Config& config_;
   const ResourceNames names_;
   const Annotations& workload_;
   WorkloadSource* const source_;
+  const MemoryCount memory_count_;
   std::optional<Annotations> fetched_;
   Annotations own_;
   std::string key_ = "/";
@@ -413,13 +429,59 @@ std::vector<std::string> GpuModelsOf(const json& pod, const std::string& label) 
   return out;
 }
 
-Result<PodRequest> ParsePodRequest(const json& pod, const Config& config, const Annotations& workload) {
-  return Parser(pod, config, workload, nullptr).Parse();
+Result<PodRequest> ParsePodRequest(const json& pod, const Config& config, const Annotations& workload,
+                                   MemoryCount memory_count) {
+  return Parser(pod, config, workload, nullptr, memory_count).Parse();
 }
 
 Result<PodRequest> ParsePodRequest(const json& pod, const Config& config, WorkloadSource& workload) {
   static const Annotations kNone;
-  return Parser(pod, config, kNone, &workload).Parse();
+  return Parser(pod, config, kNone, &workload, MemoryCount::kDevices).Parse();
+}
+
+MemoryCount MemoryCountAtAdmission(const json& pod, const Config& config) {
+  const json* written = FindPath(pod, {"metadata", "annotations", config.Names().memory_as_written.c_str()});
+  return written ? MemoryCount::kDevices : MemoryCount::kMiB;
+}
+
+json MemoryUnitsPatch(const json& pod, const PodRequest& request, const Config& config) {
+  const ResourceNames names = config.Names();
+  const int64_t unit = std::max<int64_t>(1, config.memory_unit_mib);
+  json patch = json::array();
+  json written = json::object();
+  for (const ContainerRequest& c : request.containers) {
+    if (c.memory_mib == 0) continue;
+    const char* list = c.init ? "initContainers" : "containers";
+    const json* containers = FindPath(pod, {"spec", list});
+    if (containers == nullptr || !containers->is_array()) continue;
+    for (size_t i = 0; i < containers->size(); ++i) {
+      const json& container = (*containers)[i];
+      if (StringAt(container, {"name"}) != c.name) continue;
+      for (const char* kind : {"requests", "limits"}) {  // limits win; requests alone stand for them
+        const json* amount = FindPath(container, {"resources", kind, names.memory.c_str()});
+        if (amount == nullptr) continue;
+        written[c.name] = *amount;
+        patch.push_back({{"op", "replace"},
+                         {"path", "/spec/" + std::string(list) + "/" + std::to_string(i) + "/resources/" +
+                                      kind + "/" + PointerToken(names.memory)},
+                         {"value", std::to_string(c.memory_mib / unit)}});
+      }
+      break;
+    }
+  }
+  if (patch.empty()) return patch;
+  if (!FindPath(pod, {"metadata", "annotations"}))
+    patch.push_back({{"op", "add"}, {"path", "/metadata/annotations"}, {"value", json::object()}});
+  patch.push_back({{"op", "add"},
+                   {"path", "/metadata/annotations/" + PointerToken(names.memory_as_written)},
+                   {"value", written.dump()}});
+  return patch;
+}
+
+void AdmitPodMemory(json& pod, const Config& config, const Annotations& workload) {
+  if (MemoryCountAtAdmission(pod, config) == MemoryCount::kDevices) return;
+  Result<PodRequest> asked = ParsePodRequest(pod, config, workload, MemoryCount::kMiB);
+  if (asked.ok()) pod = pod.patch(MemoryUnitsPatch(pod, *asked, config));
 }
 
 void KeepSchedulingFields(json& pod, const Config& config) {

@@ -35,16 +35,34 @@ class WorkloadSource {
   ~WorkloadSource() = default;
 };
 
+// How a pod's D/mgpu-memory counts (DESIGN §2). Users write MiB; the kubelet counts the device plugin's
+// devices of memoryUnitMiB MiB each. The admission webhook rewrites a pod's amounts from MiB into devices
+// at creation (MemoryUnitsPatch) and keeps what was written in D/mgpu-memory-mib, so a stored pod, the one
+// every daemon and tool reads, counts devices. An object at admission without that annotation (a pod not yet
+// rewritten, a workload's pod template) counts MiB (MemoryCountAtAdmission).
+enum class MemoryCount { kDevices, kMiB };
+MemoryCount MemoryCountAtAdmission(const nlohmann::json& pod, const Config& config);
+
 // `workload` holds the annotations of the pod's controlling workload (Deployment, StatefulSet, Job); a key
 // the pod itself lacks is read from there. A pod that asks for no mgpu resource yields a request with no
-// containers.
+// containers. With MemoryCount::kMiB each container's memory per card is rounded up to memoryUnitMiB.
 Result<PodRequest> ParsePodRequest(const nlohmann::json& pod, const Config& config,
-                                   const Annotations& workload = {});
+                                   const Annotations& workload = {},
+                                   MemoryCount memory_count = MemoryCount::kDevices);
 // The same, with the workload's annotations asked of `workload` when they are read.
 Result<PodRequest> ParsePodRequest(const nlohmann::json& pod, const Config& config, WorkloadSource& workload);
 
 // Annotations of a pod's controlling workload, for ParsePodRequest (the admission webhook's lookup).
 using WorkloadLookup = std::function<Annotations(const nlohmann::json& pod)>;
+
+// The JSON patch (RFC 6902) that rewrites `pod`'s D/mgpu-memory limits and requests into memoryUnitMiB
+// devices, as `request` (parsed with MemoryCount::kMiB) holds them, and records the amounts as written in
+// D/mgpu-memory-mib ({"container": amount}); empty when the pod asks for no mgpu-memory.
+nlohmann::json MemoryUnitsPatch(const nlohmann::json& pod, const PodRequest& request, const Config& config);
+// `pod` as the webhook stores it, for the tools that read manifests (the demo, mgpu-place): rewritten with
+// MemoryUnitsPatch unless it is rewritten already; a pod that breaks a rule is left as written, so that its
+// reader refuses it with the rule's sentence.
+void AdmitPodMemory(nlohmann::json& pod, const Config& config, const Annotations& workload = {});
 
 // What kube-scheduler counts a pod as requesting of its node's CPU and memory (the effective request:
 // containers and sidecars summed, a larger init container instead, plus the overhead); requests, else

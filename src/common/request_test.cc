@@ -128,6 +128,71 @@ TEST(Request, MemoryIsCountedInTheConfiguredUnit) {
   EXPECT_EQ(r.containers[0].memory_mib, 4096);
 }
 
+// At admission users' MiB are read: each card's part rounded up to whole devices, the rules' sentences
+// naming the amount as written.
+TEST(Request, MemoryWrittenInMiBRoundsEachCardUpToTheUnit) {
+  Config config;
+  config.memory_unit_mib = 16;
+  const auto mib = [&](const std::string& limits, const std::string& annotations = "{}") {
+    auto r = ParsePodRequest(Pod(limits, annotations), config, {}, MemoryCount::kMiB);
+    return r.ok() ? r->containers[0].memory_mib : -1;
+  };
+  EXPECT_EQ(mib("{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 4096}"), 4096);
+  EXPECT_EQ(mib("{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 1000}"), 1008);
+  EXPECT_EQ(mib("{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 1}"), 16);
+  EXPECT_EQ(mib("{mgpu.io/reclaimed-mgpu-core: 30, mgpu.io/mgpu-memory: 1000}"), 1008);
+  // 2 × 1000 MiB: 63 devices a card, where 2000 MiB as one amount would be 125 (odd, not two equal parts).
+  EXPECT_EQ(mib("{mgpu.io/mgpu-core: 200, mgpu.io/mgpu-memory: 2000}"), 2016);
+  auto uneven = ParsePodRequest(Pod("{mgpu.io/mgpu-core: 200, mgpu.io/mgpu-memory: 1001}"), config, {},
+                                MemoryCount::kMiB);
+  ASSERT_FALSE(uneven.ok());
+  EXPECT_EQ(uneven.message(), "pod ns/p container c: mgpu.io/mgpu-memory 1001 does not divide evenly over 2 cards");
+  // Stored pods count devices, as the kubelet does.
+  EXPECT_EQ(MustParse(Pod("{mgpu.io/mgpu-core: 30, mgpu.io/mgpu-memory: 63}"), config).containers[0].memory_mib,
+            1008);
+}
+
+// A pod at admission counts MiB until the webhook has rewritten it (its annotation says so).
+TEST(Request, MemoryCountAtAdmissionFollowsTheRewritesAnnotation) {
+  EXPECT_EQ(MemoryCountAtAdmission(Pod("{mgpu.io/mgpu-memory: 4096}"), Config()), MemoryCount::kMiB);
+  EXPECT_EQ(MemoryCountAtAdmission(Pod("{mgpu.io/mgpu-memory: 256}", R"({mgpu.io/mgpu-memory-mib: '{"c":4096}'})"),
+                                   Config()),
+            MemoryCount::kDevices);
+}
+
+// The rewrite: every container's limits and requests in devices, the amounts as written kept, and a pod
+// whose annotations are missing gets the map first; a pod without mgpu-memory gets no patch.
+TEST(Request, MemoryUnitsPatchRewritesLimitsAndRequestsAndKeepsWhatWasWritten) {
+  Config config;
+  config.memory_unit_mib = 16;
+  auto pod = Yaml(R"(
+metadata: {name: p, namespace: ns}
+spec:
+  initContainers:
+  - {name: warm, resources: {limits: {mgpu.io/mgpu-core: 10, mgpu.io/mgpu-memory: 1000}}}
+  containers:
+  - {name: sidecar, resources: {limits: {cpu: 1}}}
+  - name: main
+    resources:
+      limits: {mgpu.io/mgpu-core: 50, mgpu.io/mgpu-memory: 4Ki}
+      requests: {mgpu.io/mgpu-core: 50, mgpu.io/mgpu-memory: 4Ki}
+)");
+  auto asked = ParsePodRequest(pod, config, {}, MemoryCount::kMiB);
+  ASSERT_TRUE(asked.ok()) << asked.message();
+  const nlohmann::json stored = pod.patch(MemoryUnitsPatch(pod, *asked, config));
+  EXPECT_EQ(stored["spec"]["initContainers"][0]["resources"]["limits"]["mgpu.io/mgpu-memory"], "63");
+  EXPECT_EQ(stored["spec"]["containers"][1]["resources"]["limits"]["mgpu.io/mgpu-memory"], "256");
+  EXPECT_EQ(stored["spec"]["containers"][1]["resources"]["requests"]["mgpu.io/mgpu-memory"], "256");
+  EXPECT_EQ(nlohmann::json::parse(stored["metadata"]["annotations"]["mgpu.io/mgpu-memory-mib"].get<std::string>()),
+            nlohmann::json({{"warm", 1000}, {"main", "4Ki"}}));
+  EXPECT_EQ(MemoryCountAtAdmission(stored, config), MemoryCount::kDevices);
+  // Read back as stored, it holds what was asked at admission.
+  auto read = ParsePodRequest(stored, config);
+  ASSERT_TRUE(read.ok()) << read.message();
+  EXPECT_EQ(read->containers, asked->containers);
+  EXPECT_TRUE(MemoryUnitsPatch(Pod("{cpu: 1}"), MustParse(Pod("{cpu: 1}")), config).empty());
+}
+
 TEST(Request, ReadsInitAndAppContainersAndSkipsThoseWithoutGpu) {
   auto pod = Yaml(R"(
 metadata: {name: p, namespace: ns}

@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include <spdlog/spdlog.h>
+
 #include "common/kube/client.h"
 #include "common/request.h"
 
@@ -68,14 +70,17 @@ bool SameToTheRules(const Subject& a, const Subject& b) {
          a.workload == b.workload;
 }
 
+// The annotations the pod's controller gives it: the template's workload's, else looked up.
+Annotations ControllerAnnotations(const Subject& subject, const WorkloadLookup& workload) {
+  if (subject.workload) return *subject.workload;
+  if (workload && ControllerOf(subject.pod)) return workload(subject.pod);
+  return {};
+}
+
 std::string Judge(const Subject& subject, const Config& config, const WorkloadLookup& workload) {
-  Annotations controller;
-  if (subject.workload) {
-    controller = *subject.workload;
-  } else if (workload && ControllerOf(subject.pod)) {
-    controller = workload(subject.pod);
-  }
-  Result<PodRequest> request = ParsePodRequest(subject.pod, config, controller);
+  const Annotations controller = ControllerAnnotations(subject, workload);
+  Result<PodRequest> request =
+      ParsePodRequest(subject.pod, config, controller, MemoryCountAtAdmission(subject.pod, config));
   if (request.ok()) return "";
   // The rules name a pod ("pod ns/name: ..."); a workload's refusal names the workload and its pod template.
   std::string refusal = request.message();
@@ -164,6 +169,31 @@ AdmissionReply ReviewAdmission(const std::string& body, const Config& config,
     if (old && SameToTheRules(*old, *subject)) return AdmissionAnswer(uid, 200, "");
   }
   return AdmissionAnswer(uid, 403, Judge(*subject, config, workload));
+}
+
+AdmissionReply MutatePodMemory(const std::string& body, const Config& config, const WorkloadLookup& workload) {
+  AdmissionReply bad_request;
+  Result<json> parsed = AdmissionRequestOf(body, bad_request);
+  if (!parsed.ok()) return bad_request;
+  const json& request = *parsed;
+  const std::string uid = kube::StringAt(request, {"uid"});
+  if (kube::StringAt(request, {"operation"}) != "CREATE" || kube::StringAt(request, {"kind", "kind"}) != "Pod" ||
+      !kube::StringAt(request, {"kind", "group"}).empty())
+    return AdmissionAnswer(uid, 200, "");
+  const json& object = At(request, {"object"});
+  if (!object.is_object())
+    return AdmissionAnswer(uid, 400, "the AdmissionReview's request.object is not a JSON object");
+  std::string ns = kube::StringAt(request, {"namespace"});
+  if (ns.empty()) ns = kube::MetadataString(object, "namespace");
+  const std::optional<Subject> subject = SubjectOf(object, "", "Pod", ns);
+  if (MemoryCountAtAdmission(subject->pod, config) == MemoryCount::kDevices) return AdmissionAnswer(uid, 200, "");
+  Result<PodRequest> asked =
+      ParsePodRequest(subject->pod, config, ControllerAnnotations(*subject, workload), MemoryCount::kMiB);
+  if (!asked.ok()) return AdmissionAnswer(uid, 200, "");  // /validate refuses it, in the same words
+  const json patch = MemoryUnitsPatch(object, *asked, config);
+  if (!patch.empty())
+    spdlog::info("pod={} mgpu-memory rewritten from MiB into {} MiB devices", asked->Key(), config.memory_unit_mib);
+  return AdmissionAnswer(uid, 200, "", patch);
 }
 
 }  // namespace mgpu::extender

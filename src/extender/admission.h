@@ -28,6 +28,13 @@ struct AdmissionReply {
 
 AdmissionReply ReviewAdmission(const std::string& body, const Config& config, const WorkloadLookup& workload);
 
+// The mutating webhook (POST /mutate-memory): a Pod at CREATE whose D/mgpu-memory is written in MiB (no
+// D/mgpu-memory-mib yet) is read as /validate reads it, amounts in MiB, and allowed with the patch that
+// rewrites them into memoryUnitMiB devices (MemoryUnitsPatch). A pod that breaks a rule passes unchanged:
+// /validate, which runs after every mutation, refuses it with the rule's sentence (and one that opted out of
+// validation is refused by the extender's filter in the same words). Other objects pass unchanged.
+AdmissionReply MutatePodMemory(const std::string& body, const Config& config, const WorkloadLookup& workload);
+
 // The AdmissionReview envelope, shared with the DRA webhooks (dra_admission.h): the request of a body that is
 // an admission.k8s.io/v1 AdmissionReview with a request.uid, or the 400 reply saying why not; and the reply
 // to one (`refusal` empty: allowed, with a JSON patch when `patch` is an array of operations).

@@ -10,6 +10,7 @@
 
 #include "extender/extender.h"
 #include "extender/server.h"
+#include "extender/test_admission.h"
 #include "common/test_objects.h"
 
 namespace mgpu::extender {
@@ -231,6 +232,54 @@ TEST(Admission, MalformedReviewsGetOneSentence) {
   EXPECT_TRUE(OneSentence(response["status"]["message"])) << response;
 }
 
+// /mutate-memory: what users write (MiB) stored as the kubelet counts it (devices of memoryUnitMiB), with a
+// gpu-count read from the pod's workload; a rewritten pod is left alone; a broken one passes unchanged to
+// /validate, which refuses it in MiB terms; a workload's template is judged in MiB.
+TEST(Admission, MutateMemoryRewritesMiBIntoDevicesOnce) {
+  Config config;
+  config.memory_unit_mib = 16;
+  const auto answer = [&](const json& review, const WorkloadLookup& workload = {}) {
+    const AdmissionReply reply = MutatePodMemory(review.dump(), config, workload);
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return json::parse(reply.body)["response"];
+  };
+  const auto patched = [&](const json& pod, const json& response) {
+    EXPECT_TRUE(response["allowed"]) << response;
+    EXPECT_TRUE(response.contains("patch")) << response;
+    return testadmission::Patched(pod, response);
+  };
+  json pod = PodIn(Pod("four-gib", 30, 4096));
+  const json stored = patched(pod, answer(Review("", "Pod", pod)));
+  EXPECT_EQ(stored["spec"]["containers"][0]["resources"]["limits"][kNames.memory], "256");
+  EXPECT_EQ(stored["metadata"]["annotations"][kNames.memory_as_written], R"({"c":"4096"})");
+  EXPECT_FALSE(answer(Review("", "Pod", stored)).contains("patch")) << "rewritten twice";
+
+  // gpu-count 2 on the Deployment: each card's 1000 MiB rounds up to 63 devices.
+  json pair = PodIn(Pod("pair", 60, 2000));
+  pair["metadata"]["ownerReferences"] = {
+      {{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"}, {"name", "rs"}, {"uid", "u"}, {"controller", true}}};
+  const WorkloadLookup two_cards = [](const json&) { return Annotations{{kNames.gpu_count, "2"}}; };
+  EXPECT_EQ(patched(pair, answer(Review("", "Pod", pair), two_cards))["spec"]["containers"][0]["resources"]
+                ["limits"][kNames.memory],
+            "126");
+
+  const json broken = PodIn(Pod("uneven", 200, 1001));
+  const json passed = answer(Review("", "Pod", broken), two_cards);
+  EXPECT_TRUE(passed["allowed"]);
+  EXPECT_FALSE(passed.contains("patch"));
+  const AdmissionReply validated = ReviewAdmission(Review("", "Pod", broken).dump(), config, {});
+  EXPECT_EQ(json::parse(validated.body)["response"]["status"]["message"],
+            "pod team-a/uneven container c: " + kNames.memory + " 1001 does not divide evenly over 2 cards");
+  // A template of 2 × 1000 MiB is fine in MiB (1000 devices of 16 MiB would be 16 GB a card, still fine,
+  // but 1001 MiB over 2 cards is refused in MiB terms, not in devices).
+  const json deployment = Workload("Deployment", "web", PodIn(Pod("t", 200, 1001)));
+  const AdmissionReply judged = ReviewAdmission(Review("apps", "Deployment", deployment).dump(), config, {});
+  EXPECT_EQ(json::parse(judged.body)["response"]["status"]["message"],
+            "Deployment team-a/web's pod template container c: " + kNames.memory +
+                " 1001 does not divide evenly over 2 cards");
+  EXPECT_FALSE(answer(Review("apps", "Deployment", deployment)).contains("patch")) << "pods only";
+}
+
 // Over the extender's server, whether or not its cache is ready (the webhook needs none).
 TEST(Admission, ServedAtValidateEvenBeforeTheCacheIsReady) {
   ClusterCache cache{Config()};
@@ -247,6 +296,10 @@ TEST(Admission, ServedAtValidateEvenBeforeTheCacheIsReady) {
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(res->get_header_value("Content-Type"), "application/json");
   EXPECT_FALSE(json::parse(res->body)["response"]["allowed"]);
+  auto mutated = client.Post("/mutate-memory", Review("", "Pod", PodIn(Pod("small", 30, 1024))).dump(),
+                             "application/json");
+  ASSERT_TRUE(mutated);
+  EXPECT_EQ(json::parse(mutated->body)["response"].value("patchType", ""), "JSONPatch");
   auto bad = client.Post("/validate", "{", "application/json");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);

@@ -7,26 +7,8 @@
 #include "common/request.h"
 
 namespace mgpu::extender {
-namespace {
 
 using nlohmann::json;
-
-// A JSON pointer token: '~' and '/' escaped (RFC 6901).
-std::string Token(const std::string& key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 DraRewrite RewritePodForDra(const json& pod, const PodRequest& request, const Config& config) {
   DraRewrite out;
@@ -58,7 +40,7 @@ DraRewrite RewritePodForDra(const json& pod, const PodRequest& request, const Co
         if (amounts == nullptr || !amounts->is_object()) continue;
         for (const std::string& r : {names.core, names.reclaimed_core, names.memory}) {
           if (amounts->contains(r))
-            out.patch.push_back({{"op", "remove"}, {"path", base + "/" + kind + "/" + Token(r)}});
+            out.patch.push_back({{"op", "remove"}, {"path", base + "/" + kind + "/" + PointerToken(r)}});
         }
       }
       // One D/dra-gpu: kube-scheduler calls the extender for the pod (no node has it; the scheduler and the
@@ -67,7 +49,7 @@ DraRewrite RewritePodForDra(const json& pod, const PodRequest& request, const Co
       if (limits == nullptr || !limits->is_object())
         out.patch.push_back({{"op", "add"}, {"path", base + "/limits"}, {"value", json::object()}});
       out.patch.push_back(
-          {{"op", "add"}, {"path", base + "/limits/" + Token(names.dra_resource)}, {"value", "1"}});
+          {{"op", "add"}, {"path", base + "/limits/" + PointerToken(names.dra_resource)}, {"value", "1"}});
       const json* claims = FindPath(container, {"resources", "claims"});
       if (claims == nullptr || !claims->is_array())
         out.patch.push_back({{"op", "add"}, {"path", base + "/claims"}, {"value", json::array()}});
@@ -79,7 +61,7 @@ DraRewrite RewritePodForDra(const json& pod, const PodRequest& request, const Co
   if (!FindPath(pod, {"metadata", "annotations"}))
     out.patch.push_back({{"op", "add"}, {"path", "/metadata/annotations"}, {"value", json::object()}});
   out.patch.push_back({{"op", "add"},
-                       {"path", "/metadata/annotations/" + Token(names.dra_limits)},
+                       {"path", "/metadata/annotations/" + PointerToken(names.dra_limits)},
                        {"value", dra::DraLimitsOf(pod, request, config).dump()}});
   return out;
 }
@@ -103,7 +85,7 @@ AdmissionReply MutatePodForDra(const std::string& body, const Config& config, co
   if (MetadataString(pod, "name").empty()) pod["metadata"]["name"] = MetadataString(pod, "generateName");
   Annotations controller;
   if (workload && ControllerOf(pod)) controller = workload(pod);
-  Result<PodRequest> asked = ParsePodRequest(pod, config, controller);
+  Result<PodRequest> asked = ParsePodRequest(pod, config, controller, MemoryCountAtAdmission(pod, config));
   if (!asked.ok()) return AdmissionAnswer(uid, 403, asked.message());
   if (!asked->AsksForGpu()) return AdmissionAnswer(uid, 200, "");
   DraRewrite rewrite = RewritePodForDra(pod, *asked, config);

@@ -10,6 +10,7 @@
 #include "common/test_objects.h"
 #include "extender/extender.h"
 #include "extender/server.h"
+#include "extender/test_admission.h"
 
 namespace mgpu::extender {
 namespace {
@@ -31,26 +32,7 @@ json Response(const AdmissionReply& reply) {
   return json::parse(reply.body)["response"];
 }
 
-// The pod with the response's patch applied, as the API server stores it.
-json Patched(const json& pod, const json& response) {
-  if (!response.contains("patch")) return pod;
-  EXPECT_EQ(response["patchType"], "JSONPatch");
-  const std::string b64 = response["patch"];
-  std::string bytes;
-  static const std::string kDigits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : b64) {
-    if (c == '=') break;
-    acc = (acc << 6) | static_cast<uint32_t>(kDigits.find(c));
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      bytes += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  return pod.patch(json::parse(bytes));
-}
+using testadmission::Patched;
 
 struct Written {
   std::vector<std::pair<std::string, json>> templates;

@@ -136,21 +136,25 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
            }
            res.set_content(EncodePreemptResult(extender_.Preempt(*args)), kJson);
          }));
-  s.Post("/validate", verb("validate", [this](const httplib::Request& req, httplib::Response& res) {
-           const AdmissionReply reply = ReviewAdmission(req.body, cache_.config(), workload_);
-           res.status = reply.status;
-           res.set_content(reply.body, reply.status == 200 ? kJson : "text/plain");
+  // The admission webhooks: an AdmissionReview in, an AdmissionReview (or a plain 400 sentence) out.
+  const auto admission = [&verb](const char* name, std::function<AdmissionReply(const std::string&)> review) {
+    return verb(name, [review](const httplib::Request& req, httplib::Response& res) {
+      const AdmissionReply reply = review(req.body);
+      res.status = reply.status;
+      res.set_content(reply.body, reply.status == 200 ? kJson : "text/plain");
+    });
+  };
+  s.Post("/validate", admission("validate", [this](const std::string& body) {
+           return ReviewAdmission(body, cache_.config(), workload_);
          }));
-  s.Post("/mutate", verb("mutate", [this](const httplib::Request& req, httplib::Response& res) {
-           const AdmissionReply reply = MutatePodForDra(req.body, cache_.config(), workload_, templates_);
-           res.status = reply.status;
-           res.set_content(reply.body, reply.status == 200 ? kJson : "text/plain");
+  s.Post("/mutate-memory", admission("mutate-memory", [this](const std::string& body) {
+           return MutatePodMemory(body, cache_.config(), workload_);
          }));
-  s.Post("/validate-claims",
-         verb("validate-claims", [this](const httplib::Request& req, httplib::Response& res) {
-           const AdmissionReply reply = ReviewClaimAdmission(req.body, cache_.config());
-           res.status = reply.status;
-           res.set_content(reply.body, reply.status == 200 ? kJson : "text/plain");
+  s.Post("/mutate", admission("mutate", [this](const std::string& body) {
+           return MutatePodForDra(body, cache_.config(), workload_, templates_);
+         }));
+  s.Post("/validate-claims", admission("validate-claims", [this](const std::string& body) {
+           return ReviewClaimAdmission(body, cache_.config());
          }));
   s.Get("/healthz",
         [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });

@@ -220,7 +220,7 @@ LocalCluster::NodeParts* LocalCluster::Find(const std::string& node) {
 }
 
 Result<std::vector<std::string>> LocalCluster::Submit(std::string_view yaml_text) {
-  return CreateWorkloads(api_, yaml_text);
+  return CreateWorkloads(api_, yaml_text, options_.config);
 }
 
 SchedulingOutcome LocalCluster::Schedule(const std::string& ns, const std::string& name) {

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "common/manifest.h"
+#include "common/request.h"
 
 namespace mgpu::testing {
 namespace {
@@ -25,7 +26,8 @@ std::string KeyOf(const Json& object) {
 
 }  // namespace
 
-Result<std::vector<std::string>> CreateWorkloads(FakeApiServer& api, std::string_view yaml_text) {
+Result<std::vector<std::string>> CreateWorkloads(FakeApiServer& api, std::string_view yaml_text,
+                                                 const Config& config) {
   Result<std::vector<ManifestPod>> pods = PodsOfManifests(yaml_text);
   if (!pods.ok()) return pods.error();
   std::map<std::string, Json> controllers;  // "Kind ns/name" → the object the pods are owned by
@@ -67,6 +69,7 @@ Result<std::vector<std::string>> CreateWorkloads(FakeApiServer& api, std::string
     m.pod["kind"] = "Pod";
     if (!m.pod["spec"].contains("schedulerName")) m.pod["spec"]["schedulerName"] = "default-scheduler";
     m.pod["status"] = {{"phase", "Pending"}};
+    AdmitPodMemory(m.pod, config, m.workload);
     Result<Json> created = api.Create("pods", m.pod);
     if (!created.ok()) return Error{"cannot create pod " + KeyOf(m.pod) + ": " + created.message()};
     keys.push_back(KeyOf(*created));

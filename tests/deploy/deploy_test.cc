@@ -710,6 +710,32 @@ TEST_F(Deploy, AdmissionWebhookIsSafeAndReachesTheExtender) {
                                               "daemonsets", "jobs", "cronjobs"}));
 }
 
+// The mutating webhook rewrites every pod asking for mgpu-memory (MiB as written) before it is stored: it
+// fails closed (a pod not rewritten would hold memoryUnitMiB times what it asked), is sent only pods asking
+// for mgpu-memory under either domain, at CREATE, and keeps kube-system out.
+TEST_F(Deploy, MemoryWebhookRewritesEveryGpuPodAndBlocksNothingElse) {
+  const Object* config = Find("MutatingWebhookConfiguration", "", "mgpu-scheduler-extender");
+  ASSERT_TRUE(config);
+  ASSERT_EQ(config->doc["webhooks"].size(), 1u);
+  const json& w = config->doc["webhooks"][0];
+  EXPECT_EQ(w["failurePolicy"], "Fail");
+  EXPECT_EQ(w["sideEffects"], "None");
+  EXPECT_EQ(w["reinvocationPolicy"], "Never");
+  EXPECT_LE(w.value("timeoutSeconds", 10), 10);
+  const json& service = w["clientConfig"]["service"];
+  EXPECT_EQ(service["path"], "/mutate-memory");
+  EXPECT_TRUE(Find("Service", service.value("namespace", ""), service.value("name", "")));
+  EXPECT_EQ(w["rules"], json::parse(R"([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                         "resources": ["pods"], "scope": "Namespaced"}])"));
+  EXPECT_FALSE(w.contains("objectSelector")) << "the validation's opt-out must not turn the rewrite off";
+  EXPECT_NE(w["namespaceSelector"].dump().find("\"kube-system\""), std::string::npos);
+  ASSERT_EQ(w["matchConditions"].size(), 1u);
+  const std::string expression = w["matchConditions"][0]["expression"];
+  for (const std::string& domain : {Config().resource_domain, std::string("vke.volcengine.com")})
+    EXPECT_NE(expression.find("'" + domain + "/mgpu-memory'"), std::string::npos) << domain;
+  EXPECT_EQ(expression.find("mgpu-core"), std::string::npos) << "only mgpu-memory needs the rewrite";
+}
+
 // deploy/dra/ (docs/dra.md §7): the node daemon runs in DRA mode with a config that says so, on DRA nodes
 // only (the device plugin stays off them), with the kubelet's plugin folders and the CDI folder its config
 // names; the DeviceClasses are the ones common/dra.h names; the webhooks reach the extender's /mutate and
@@ -810,11 +836,12 @@ TEST_F(Deploy, CertsScriptMakesWhatTheExtenderServesAndItsCallersTrust) {
   std::istringstream lines(ReadText(calls));
   std::vector<std::string> call;
   for (std::string line; std::getline(lines, line);) call.push_back(line);
-  // The stub knows all three configurations (deploy/'s and deploy/dra/'s), each of three webhooks.
-  ASSERT_EQ(call.size(), 7u) << ReadText(calls);
+  // The stub knows all four configurations (deploy/'s and deploy/dra/'s), each of three webhooks.
+  ASSERT_EQ(call.size(), 9u) << ReadText(calls);
   EXPECT_EQ(call[0], "apply -f " + dir.path() + "/applied/secret.yaml");
   const std::vector<std::string> configurations = {
       "validatingwebhookconfiguration mgpu-scheduler-extender ",
+      "mutatingwebhookconfiguration mgpu-scheduler-extender ",
       "validatingwebhookconfiguration mgpu-scheduler-extender-dra ",
       "mutatingwebhookconfiguration mgpu-scheduler-extender-dra "};
   for (size_t k = 0; k < configurations.size(); ++k) {

@@ -160,7 +160,7 @@ TEST_F(EndToEnd, SeedScenariosOfTheDemo) {
   const auto& env = admitted.at("default/train-offline-0").containers.at(0).admission.envs;
   EXPECT_EQ(env.at("MGPU_QOS_LEVEL"), "offline");
   EXPECT_EQ(env.at("MGPU_RECLAIMED_CORE_PERCENT"), "30");
-  EXPECT_EQ(env.at("MGPU_MEMORY_MIB"), "4096") << "256 units of 16 MiB";
+  EXPECT_EQ(env.at("MGPU_MEMORY_MIB"), "4096") << "4096 MiB written, stored as 256 devices of 16 MiB";
 
   const std::string table = KubectlMgpu({"nodes", "node-a10"});
   const std::string card0 = table.substr(table.find("\nnode-a10  0 "));

@@ -17,7 +17,9 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <fstream>
 #include <sstream>
+#include <tuple>
 #include <thread>
 #include <vector>
 
@@ -326,12 +328,29 @@ class RealCluster : public ::testing::Test {
   // until both serve again.
   static ::testing::AssertionResult ChangeConfig(const std::string& from, const std::string& to,
                                                  bool plugin) {
+    return ChangeConfig({{from, to}}, plugin);
+  }
+  // The same for several lines at once, and with `inventory` the node's cards as well (the ConfigMap
+  // mgpu-static-inventory, which the restarted device plugin reads).
+  static ::testing::AssertionResult ChangeConfig(const std::vector<std::pair<std::string, std::string>>& edits,
+                                                 bool plugin, const std::string& inventory = "") {
+    std::string check = "true", sed = "sed";
+    for (const auto& [from, to] : edits) {
+      check += " && grep -q '" + from + "' $f";
+      sed += " -e 's|" + from + "|" + to + "|'";
+    }
     const Output replaced =
-        InCluster("$K -n mgpu-system get configmap mgpu-config -o yaml | grep -q '" + from +
-                  "' && $K -n mgpu-system get configmap mgpu-config -o yaml | sed 's|" + from + "|" + to +
-                  "|' | $K replace -f -");
+        InCluster("f=$(mktemp) && $K -n mgpu-system get configmap mgpu-config -o yaml > $f && " + check +
+                  " && " + sed + " $f | $K replace -f -; rc=$?; rm -f $f; exit $rc");
     if (replaced.rc != 0)
-      return ::testing::AssertionFailure() << "mgpu-config has no '" << from << "': " << replaced.out;
+      return ::testing::AssertionFailure() << "mgpu-config lacks a line of the edits: " << replaced.out;
+    if (!inventory.empty()) {
+      const std::string patch = state_ + "/inventory-patch.json";
+      std::ofstream(patch) << json{{"data", {{"inventory.yaml", inventory}}}}.dump();
+      const Output patched =
+          InCluster("$K -n mgpu-system patch configmap mgpu-static-inventory --type merge --patch-file " + patch);
+      if (patched.rc != 0) return ::testing::AssertionFailure() << "the inventory: " << patched.out;
+    }
     // One replica on the node's own port: the old extender goes before the new one comes.
     const Output restarted = InCluster(
         "$K -n mgpu-system scale deployment/mgpu-scheduler-extender --replicas 0 && "
@@ -413,30 +432,81 @@ class RealCluster : public ::testing::Test {
 // The Volcengine seed scenarios with their resource domain replaced by mgpu.io's (ExpectSeedScenariosLand).
 TEST_F(RealCluster, SeedScenariosLandWhereExpected) { ExpectSeedScenariosLand(/*volcengine=*/false); }
 
-// The same with the Volcengine resource names, as an operator runs them (README, Installing): the one edit
-// resourceDomain: vke.volcengine.com in mgpu-config and a restart of both daemons; deploy/'s scheduler
-// configuration and webhook already name vke.volcengine.com's resources. The manifests run unchanged but for
-// their images. Then mgpu.io again, as the rest of the suite expects.
-TEST_F(RealCluster, SeedScenariosRunUnchangedUnderTheVolcengineNames) {
+// The Volcengine manifests, unchanged but for their images, on a real GPU server: a node of 8 static cards
+// of 80 GiB, which needs memoryUnitMiB 16 (the kubelet's 4 MiB ListAndWatch limit), and the operator's one
+// edit resourceDomain: vke.volcengine.com (deploy/'s scheduler configuration and webhooks already name
+// vke.volcengine.com's resources). mgpu-memory: 4096 means 4096 MiB there too: the webhook stores it as 256
+// devices, the four replicas share one card as the scenarios' README says (online 60, offline 60, 16384 MiB),
+// each container is told and capped at 4096 MiB, kubectl mgpu shows MiB, and the bad requests are refused at
+// creation with their sentences. Then the suite's node and names again.
+TEST_F(RealCluster, VolcengineManifestsRunUnchangedOnEightCardsOf80GiB) {
+  std::string cards = "cards:\n";
+  for (int i = 0; i < 8; ++i)
+    cards += "  - {index: " + std::to_string(i) + ", uuid: GPU-80e80e80-000" + std::to_string(i) +
+             "-4e6f-9a1b-5d2c7e9f000" + std::to_string(i) +
+             ", model: NVIDIA H100 80GB HBM3, memoryMiB: 81920, healthy: true}\n";
+  const Result<std::string> suite_cards = ReadFile(kRepo + "/deploy/overlays/static-test-node/inventory.yaml");
+  ASSERT_TRUE(suite_cards.ok()) << suite_cards.message();
   Config volcengine;
   volcengine.resource_domain = "vke.volcengine.com";
-  ASSERT_TRUE(ChangeConfig("resourceDomain: mgpu.io", "resourceDomain: vke.volcengine.com", /*plugin=*/true));
+  ASSERT_TRUE(ChangeConfig({{"resourceDomain: mgpu.io", "resourceDomain: vke.volcengine.com"},
+                            {"memoryUnitMiB: 1$", "memoryUnitMiB: 16"}},
+                           /*plugin=*/true, cards));
   names_ = volcengine.Names();
   ASSERT_TRUE(WaitUntil(
       [] {
-        return !Trimmed(Shell(kubectl_ + " get node localhost -o "
-                                         "jsonpath='{.status.allocatable.vke\\.volcengine\\.com/mgpu-core}'")
-                            .out)
-                    .empty();
+        return Trimmed(Shell(kubectl_ + " get node localhost -o "
+                                        "jsonpath='{.status.allocatable.vke\\.volcengine\\.com/mgpu-memory}'")
+                           .out) == std::to_string(8 * 81920 / 16);
       },
       kWait))
-      << "node localhost does not advertise vke.volcengine.com/mgpu-core";
+      << "node localhost does not advertise 8 x 80 GiB of vke.volcengine.com/mgpu-memory in 16 MiB devices";
+
   ExpectSeedScenariosLand(/*volcengine=*/true);
+  std::vector<std::string> replicas = PodsOf("infer-online");
+  for (const std::string& p : PodsOf("train-offline")) replicas.push_back(p);
+  for (const std::string& name : replicas) {
+    const json pod = Pod(name);
+    EXPECT_EQ(pod["spec"]["containers"][0]["resources"]["limits"][names_.memory], "256") << name;
+    const json written = {{pod["spec"]["containers"][0]["name"].get<std::string>(), "4096"}};
+    EXPECT_EQ(pod["metadata"]["annotations"].value(names_.memory_as_written, ""), written.dump()) << name;
+    EXPECT_EQ(PrintedEnv(name)["MGPU_MEMORY_MIB"], "4096") << name;
+    bool capped = false;
+    for (const std::string& line : Printed(name))
+      capped |= line.rfind("probe mgpu-guard pid=", 0) == 0 && line.find(": cap 4096 MiB per card") != std::string::npos;
+    EXPECT_TRUE(capped) << name << ": " << ::testing::PrintToString(Printed(name));
+  }
+  // kubectl mgpu, as a user runs it: one card holding the four, in MiB.
+  const Output nodes = Shell("$MGPU_BUILD_DIR/src/cli/kubectl-mgpu nodes -o json --kubeconfig " + state_ +
+                             "/kubeconfig");
+  ASSERT_EQ(nodes.rc, 0) << nodes.out;
+  const json view = json::parse(nodes.out, nullptr, false);
+  std::multiset<std::tuple<int, int, int>> used;  // core, reclaimed core, MiB of each card in use
+  for (const json& card : view["nodes"][0]["cards"]) {
+    EXPECT_EQ(card["capacityMiB"], 81920) << card;
+    if (card.value("memoryMiB", 0) > 0) used.insert({card["core"], card["reclaimedCore"], card["memoryMiB"]});
+  }
+  EXPECT_EQ(used, (std::multiset<std::tuple<int, int, int>>{{60, 60, 16384}, {30, 0, 4096}}))
+      << "the four replicas on one card, the EMR pod (fixed-share) on another: " << nodes.out;
+
+  int refused = 0;
+  for (const json& pod : Seed("bad-requests.yaml", /*volcengine=*/true)) {
+    const std::string name = pod["metadata"]["name"];
+    kube::ApiResult created = Create(pod);
+    ASSERT_FALSE(created.ok()) << name << " was admitted";
+    EXPECT_NE(created.message().find("denied the request: pod default/" + name), std::string::npos)
+        << created.message();
+    ++refused;
+  }
+  EXPECT_EQ(refused, 8);
+
   ExpectConsistent();
   Shell(kubectl_ +
         " delete deployments,pods --all -n default --grace-period=0 --force --wait=true --timeout=60s");
   names_ = kNames;
-  ASSERT_TRUE(ChangeConfig("resourceDomain: vke.volcengine.com", "resourceDomain: mgpu.io", /*plugin=*/true));
+  ASSERT_TRUE(ChangeConfig({{"resourceDomain: vke.volcengine.com", "resourceDomain: mgpu.io"},
+                            {"memoryUnitMiB: 16", "memoryUnitMiB: 1"}},
+                           /*plugin=*/true, *suite_cards));
 }
 
 // What the extender's bind relies on (issue 27), checked against kube-apiserver v1.36.2 itself: a Binding's
