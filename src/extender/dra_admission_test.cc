@@ -81,7 +81,7 @@ TEST(DraMutation, AnOnlinePodAsksItsShareThroughAClaimTemplate) {
   EXPECT_FALSE(ParsePodRequest(out, Config())->AsksForGpu());
   // The extender reads it as the DRA pod it was written as: the same request, from D/dra-limits.
   EXPECT_EQ(json::parse(out["metadata"]["annotations"][kNames.dra_limits].get<std::string>()),
-            json({{"c", {{kNames.core, "30"}, {kNames.memory, "4096"}}}}));
+            json({{"c", {{kNames.core, "30"}, {kNames.memory, "4096"}}}}));  // devices of 1 MiB
   const PodFacts facts = ReadPod(out, Config());
   EXPECT_TRUE(facts.dra);
   ASSERT_TRUE(facts.request.ok()) << facts.request.message();
@@ -89,6 +89,33 @@ TEST(DraMutation, AnOnlinePodAsksItsShareThroughAClaimTemplate) {
   EXPECT_EQ(facts.request->containers, asked.containers);
   EXPECT_EQ(facts.host.cpu_milli, 1000);
   EXPECT_FALSE(ReadPod(pod, Config()).dra);
+}
+
+// mgpu-memory in MiB whatever the memory unit, whichever of the two mutating webhooks runs first: the claim
+// asks the MiB written (each card's part rounded up to the unit), D/dra-limits holds devices, as a stored pod.
+TEST(DraMutation, MemoryWrittenInMiBWhicheverWebhookRunsFirst) {
+  Config config;
+  config.memory_unit_mib = 16;
+  const json pod = OnlinePod();  // 4096 MiB
+  Written first, second;
+  const json dra_first = Patched(pod, Response(MutatePodForDra(Review("Pod", pod).dump(), config, {},
+                                                               first.Writer())));
+  const json rewritten = Patched(pod, Response(MutatePodMemory(Review("Pod", pod).dump(), config, {})));
+  const json memory_first = Patched(
+      rewritten, Response(MutatePodForDra(Review("Pod", rewritten).dump(), config, {}, second.Writer())));
+  ASSERT_EQ(first.templates.size(), 1u);
+  EXPECT_EQ(first.templates, second.templates);
+  EXPECT_EQ(first.templates[0].second["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]
+                                     ["requests"]["memory"],
+            "4Gi");
+  for (const json& out : {dra_first, memory_first}) {
+    EXPECT_EQ(json::parse(out["metadata"]["annotations"][kNames.dra_limits].get<std::string>())["c"]
+                                                                                          [kNames.memory],
+              "256");
+    const PodFacts facts = ReadPod(out, config);
+    ASSERT_TRUE(facts.request.ok()) << facts.request.message();
+    EXPECT_EQ(facts.request->containers[0].memory_mib, 4096);
+  }
 }
 
 TEST(DraMutation, AnUnreadableDraLimitsAnnotationLeavesThePodToKubeScheduler) {
