@@ -430,21 +430,18 @@ json DraLimitsOf(const json& pod, const PodRequest& request, const Config& confi
   const ResourceNames names = config.Names();
   json out = json::object();
   for (const ContainerRequest& c : request.containers) {
-    const json* containers = FindPath(pod, {"spec", c.init ? "initContainers" : "containers"});
-    if (containers == nullptr || !containers->is_array()) continue;
-    for (const json& container : *containers) {
-      if (StringAt(container, {"name"}) != c.name) continue;
-      json& limits = out[c.name] = json::object();
-      for (const char* kind : {"requests", "limits"}) {  // limits win; requests alone stand for them
-        const json* amounts = FindPath(container, {"resources", kind});
-        if (amounts == nullptr || !amounts->is_object()) continue;
-        for (const std::string& r : {names.core, names.reclaimed_core})
-          if (amounts->contains(r)) limits[r] = (*amounts)[r];
-      }
-      // In devices, as every reader of a stored pod counts D/mgpu-memory (request.h, MemoryCount).
-      if (c.memory_mib > 0)
-        limits[names.memory] = std::to_string(c.memory_mib / std::max<int64_t>(1, config.memory_unit_mib));
+    const PodContainer at = FindContainer(pod, c);
+    if (at.object == nullptr) continue;
+    json& limits = out[c.name] = json::object();
+    for (const char* kind : {"requests", "limits"}) {  // limits win; requests alone stand for them
+      const json* amounts = FindPath(*at.object, {"resources", kind});
+      if (amounts == nullptr || !amounts->is_object()) continue;
+      for (const std::string& r : {names.core, names.reclaimed_core})
+        if (amounts->contains(r)) limits[r] = (*amounts)[r];
     }
+    // In devices, as every reader of a stored pod counts D/mgpu-memory (request.h, MemoryCount).
+    if (c.memory_mib > 0)
+      limits[names.memory] = std::to_string(c.memory_mib / std::max<int64_t>(1, config.memory_unit_mib));
   }
   return out;
 }

@@ -444,29 +444,32 @@ MemoryCount MemoryCountAtAdmission(const json& pod, const Config& config) {
   return written ? MemoryCount::kDevices : MemoryCount::kMiB;
 }
 
+PodContainer FindContainer(const json& pod, const ContainerRequest& container) {
+  const char* list = container.init ? "initContainers" : "containers";
+  const json* containers = FindPath(pod, {"spec", list});
+  if (containers == nullptr || !containers->is_array()) return {};
+  for (size_t i = 0; i < containers->size(); ++i) {
+    if (StringAt((*containers)[i], {"name"}) == container.name)
+      return {"/spec/" + std::string(list) + "/" + std::to_string(i), &(*containers)[i]};
+  }
+  return {};
+}
+
 json MemoryUnitsPatch(const json& pod, const PodRequest& request, const Config& config) {
   const ResourceNames names = config.Names();
   const int64_t unit = std::max<int64_t>(1, config.memory_unit_mib);
   json patch = json::array();
   json written = json::object();
   for (const ContainerRequest& c : request.containers) {
-    if (c.memory_mib == 0) continue;
-    const char* list = c.init ? "initContainers" : "containers";
-    const json* containers = FindPath(pod, {"spec", list});
-    if (containers == nullptr || !containers->is_array()) continue;
-    for (size_t i = 0; i < containers->size(); ++i) {
-      const json& container = (*containers)[i];
-      if (StringAt(container, {"name"}) != c.name) continue;
-      for (const char* kind : {"requests", "limits"}) {  // limits win; requests alone stand for them
-        const json* amount = FindPath(container, {"resources", kind, names.memory.c_str()});
-        if (amount == nullptr) continue;
-        written[c.name] = *amount;
-        patch.push_back({{"op", "replace"},
-                         {"path", "/spec/" + std::string(list) + "/" + std::to_string(i) + "/resources/" +
-                                      kind + "/" + PointerToken(names.memory)},
-                         {"value", std::to_string(c.memory_mib / unit)}});
-      }
-      break;
+    const PodContainer at = FindContainer(pod, c);
+    if (c.memory_mib == 0 || at.object == nullptr) continue;
+    for (const char* kind : {"requests", "limits"}) {  // limits win; requests alone stand for them
+      const json* amount = FindPath(*at.object, {"resources", kind, names.memory.c_str()});
+      if (amount == nullptr) continue;
+      written[c.name] = *amount;
+      patch.push_back({{"op", "replace"},
+                       {"path", at.pointer + "/resources/" + kind + "/" + PointerToken(names.memory)},
+                       {"value", std::to_string(c.memory_mib / unit)}});
     }
   }
   if (patch.empty()) return patch;

@@ -55,6 +55,14 @@ Result<PodRequest> ParsePodRequest(const nlohmann::json& pod, const Config& conf
 // Annotations of a pod's controlling workload, for ParsePodRequest (the admission webhook's lookup).
 using WorkloadLookup = std::function<Annotations(const nlohmann::json& pod)>;
 
+// Where a parsed container is in `pod`: its JSON pointer ("/spec/initContainers/0") and the object; a null
+// `object` when the pod has no container of that name in that list.
+struct PodContainer {
+  std::string pointer;
+  const nlohmann::json* object = nullptr;
+};
+PodContainer FindContainer(const nlohmann::json& pod, const ContainerRequest& container);
+
 // The JSON patch (RFC 6902) that rewrites `pod`'s D/mgpu-memory limits and requests into memoryUnitMiB
 // devices, as `request` (parsed with MemoryCount::kMiB) holds them, and records the amounts as written in
 // D/mgpu-memory-mib ({"container": amount}); empty when the pod asks for no mgpu-memory.

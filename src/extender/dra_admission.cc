@@ -19,43 +19,38 @@ DraRewrite RewritePodForDra(const json& pod, const PodRequest& request, const Co
     out.patch.push_back({{"op", "add"}, {"path", "/spec/resourceClaims"}, {"value", json::array()}});
   int k = 0;
   for (const ContainerRequest& c : request.containers) {
-    const char* list = c.init ? "initContainers" : "containers";
-    const json* containers = FindPath(pod, {"spec", list});
-    if (containers == nullptr || !containers->is_array()) continue;
-    for (size_t i = 0; i < containers->size(); ++i) {
-      const json& container = (*containers)[i];
-      if (StringAt(container, {"name"}) != c.name) continue;
-      const std::string claim = "mgpu-" + std::to_string(k++);
-      const std::string name = dra::TemplateNameFor(request, c, config);
-      out.templates.push_back({{"apiVersion", "resource.k8s.io/v1"},
-                               {"kind", "ResourceClaimTemplate"},
-                               {"metadata", {{"name", name}, {"namespace", request.namespace_name}}},
-                               {"spec", {{"spec", dra::ClaimSpecFor(request, c, config)}}}});
-      out.patch.push_back({{"op", "add"},
-                           {"path", "/spec/resourceClaims/-"},
-                           {"value", {{"name", claim}, {"resourceClaimTemplateName", name}}}});
-      const std::string base = "/spec/" + std::string(list) + "/" + std::to_string(i) + "/resources";
-      for (const char* kind : {"limits", "requests"}) {
-        const json* amounts = FindPath(container, {"resources", kind});
-        if (amounts == nullptr || !amounts->is_object()) continue;
-        for (const std::string& r : {names.core, names.reclaimed_core, names.memory}) {
-          if (amounts->contains(r))
-            out.patch.push_back({{"op", "remove"}, {"path", base + "/" + kind + "/" + PointerToken(r)}});
-        }
+    const PodContainer at = FindContainer(pod, c);
+    if (at.object == nullptr) continue;
+    const json& container = *at.object;
+    const std::string claim = "mgpu-" + std::to_string(k++);
+    const std::string name = dra::TemplateNameFor(request, c, config);
+    out.templates.push_back({{"apiVersion", "resource.k8s.io/v1"},
+                             {"kind", "ResourceClaimTemplate"},
+                             {"metadata", {{"name", name}, {"namespace", request.namespace_name}}},
+                             {"spec", {{"spec", dra::ClaimSpecFor(request, c, config)}}}});
+    out.patch.push_back({{"op", "add"},
+                         {"path", "/spec/resourceClaims/-"},
+                         {"value", {{"name", claim}, {"resourceClaimTemplateName", name}}}});
+    const std::string base = at.pointer + "/resources";
+    for (const char* kind : {"limits", "requests"}) {
+      const json* amounts = FindPath(container, {"resources", kind});
+      if (amounts == nullptr || !amounts->is_object()) continue;
+      for (const std::string& r : {names.core, names.reclaimed_core, names.memory}) {
+        if (amounts->contains(r))
+          out.patch.push_back({{"op", "remove"}, {"path", base + "/" + kind + "/" + PointerToken(r)}});
       }
-      // One D/dra-gpu: kube-scheduler calls the extender for the pod (no node has it; the scheduler and the
-      // kubelet ignore it).
-      const json* limits = FindPath(container, {"resources", "limits"});
-      if (limits == nullptr || !limits->is_object())
-        out.patch.push_back({{"op", "add"}, {"path", base + "/limits"}, {"value", json::object()}});
-      out.patch.push_back(
-          {{"op", "add"}, {"path", base + "/limits/" + PointerToken(names.dra_resource)}, {"value", "1"}});
-      const json* claims = FindPath(container, {"resources", "claims"});
-      if (claims == nullptr || !claims->is_array())
-        out.patch.push_back({{"op", "add"}, {"path", base + "/claims"}, {"value", json::array()}});
-      out.patch.push_back({{"op", "add"}, {"path", base + "/claims/-"}, {"value", {{"name", claim}}}});
-      break;
     }
+    // One D/dra-gpu: kube-scheduler calls the extender for the pod (no node has it; the scheduler and the
+    // kubelet ignore it).
+    const json* limits = FindPath(container, {"resources", "limits"});
+    if (limits == nullptr || !limits->is_object())
+      out.patch.push_back({{"op", "add"}, {"path", base + "/limits"}, {"value", json::object()}});
+    out.patch.push_back(
+        {{"op", "add"}, {"path", base + "/limits/" + PointerToken(names.dra_resource)}, {"value", "1"}});
+    const json* claims = FindPath(container, {"resources", "claims"});
+    if (claims == nullptr || !claims->is_array())
+      out.patch.push_back({{"op", "add"}, {"path", base + "/claims"}, {"value", json::array()}});
+    out.patch.push_back({{"op", "add"}, {"path", base + "/claims/-"}, {"value", {{"name", claim}}}});
   }
   // The limits it had, for the extender to read the pod's request as it was written (dra::WithDraLimits).
   if (!FindPath(pod, {"metadata", "annotations"}))
