@@ -8,6 +8,8 @@
 #include <ostream>
 #include <set>
 #include <string_view>
+#include <tuple>
+#include <utility>
 
 #include "common/cluster_cache.h"
 #include "common/cluster_defrag.h"
@@ -37,16 +39,17 @@ constexpr std::string_view kUsage =
     "  kubectl mgpu nodes [NODE...] [-o table|json] [flags]   per node and card: allocation and pods\n"
     "  kubectl mgpu pods [NODE...] [-n NAMESPACE] [-o table|json] [flags]\n"
     "                    which pod holds which slice of which card, and its GPU share (for billing)\n"
-    "  kubectl mgpu why POD [-n NAMESPACE] [--extender URL [--extender-ca FILE | "
+    "  kubectl mgpu why [NAMESPACE/]POD [-n NAMESPACE] [--extender URL [--extender-ca FILE | "
     "--insecure-skip-tls-verify]]\n"
     "                   [flags]   the extender filter's answer for every node: fits, or why not\n"
-    "  kubectl mgpu defrag --dry-run POD [-n NAMESPACE] [flags]\n"
+    "  kubectl mgpu defrag --dry-run [NAMESPACE/]POD [-n NAMESPACE] [flags]\n"
     "                   for a pod that fragmentation keeps off every node: which offline pods to move\n"
     "                   where so that it fits (a plan only: mgpu moves no pod itself)\n"
     "\n"
     "  -o, --output        table (default) or json (nodes: the extender's /v1/nodes format)\n"
-    "  -n, --namespace     pods: only this namespace (default: all); why, defrag: the pod's (default:\n"
-    "                      default)\n"
+    "  -n, --namespace     pods: only this namespace (default: all); why, defrag: the pod's, unless\n"
+    "                      POD is NAMESPACE/NAME as the tables print it (default: the kubeconfig\n"
+    "                      context's, else default)\n"
     "  --extender          why: ask this running extender's /filter (its live cache), e.g. after\n"
     "                      kubectl -n mgpu-system port-forward svc/mgpu-scheduler-extender 12345;\n"
     "                      default: run the extender's filter here over what the API server holds\n"
@@ -62,9 +65,10 @@ constexpr std::string_view kUsage =
 
 struct Options {
   std::string command;
-  std::vector<std::string> args;  // nodes, or the pod of why
+  std::vector<std::string> args;  // nodes, or the pod of why and defrag
   std::string output = "table";
   std::string ns;
+  std::string pod_namespace, pod_name;  // why, defrag: the pod (Load fills in the kubeconfig's namespace)
   std::string extender;
   std::string extender_ca;
   bool insecure = false;
@@ -75,6 +79,19 @@ struct Options {
   std::string domain;
   bool help = false;
 };
+
+// The namespace and name of the pod why and defrag are given: NAMESPACE/NAME as mgpu's tables print pods,
+// or NAME in `ns` (-n; empty: the kubeconfig context's, as kubectl reads it).
+Result<std::pair<std::string, std::string>> PodName(const std::string& arg, const std::string& ns) {
+  const size_t slash = arg.find('/');
+  if (slash == std::string::npos) return std::pair{ns, arg};
+  const std::string prefix = arg.substr(0, slash), name = arg.substr(slash + 1);
+  if (prefix.empty() || name.empty() || name.find('/') != std::string::npos)
+    return Error{"pod \"" + arg + "\" is neither NAME nor NAMESPACE/NAME"};
+  if (!ns.empty() && ns != prefix)
+    return Error{"pod " + arg + " is in namespace " + prefix + ", but -n says " + ns};
+  return std::pair{prefix, name};
+}
 
 Result<Options> ParseArgs(const std::vector<std::string>& args) {
   static const std::map<std::string, std::string Options::*, std::less<>> kValued = {
@@ -136,8 +153,12 @@ Result<Options> ParseArgs(const std::vector<std::string>& args) {
     return Error{o.command.empty() ? "missing command (nodes, pods, why or defrag)"
                                    : "unknown command \"" + o.command + "\""};
   }
-  if (o.command == "why" && o.args.size() != 1) return Error{"why takes one pod name"};
-  if (o.command == "defrag" && o.args.size() != 1) return Error{"defrag takes one pod name"};
+  if (o.command == "why" || o.command == "defrag") {
+    if (o.args.size() != 1) return Error{o.command + " takes one pod name"};
+    Result<std::pair<std::string, std::string>> pod = PodName(o.args.front(), o.ns);
+    if (!pod.ok()) return pod.error();
+    std::tie(o.pod_namespace, o.pod_name) = std::move(*pod);
+  }
   if (o.command == "defrag" && !o.dry_run)
     return Error{"defrag only plans: pass --dry-run (mgpu moves no pod itself)"};
   if (o.command != "defrag" && o.dry_run) return Error{"--dry-run is a flag of defrag"};
@@ -317,14 +338,16 @@ Unblocking DiagnosePod(const ClusterView& view, const PodRequest& pod) {
   return Diagnose(view, pod, published.model.get());
 }
 
-// The line under why's table when no node fits: is the free capacity short, or is it fragmentation?
+// The line under why's table when no node fits: could none ever hold the pod, is the free capacity short,
+// or is it fragmentation?
 std::string WhyNowhere(const ClusterView& view, const Result<PodRequest>& pod, const Verdicts& verdicts) {
   if (!pod.ok() || !pod->AsksForGpu() || !verdicts.fits.empty() || !verdicts.unresolvable.empty()) return "";
   const Unblocking u = DiagnosePod(view, *pod);
-  if (u.cause == Unblocking::Cause::kShort) return "\nNo node fits: " + u.sentence + ".\n";
+  if (u.cause == Unblocking::Cause::kNever || u.cause == Unblocking::Cause::kShort)
+    return "\nNo node fits: " + u.sentence + ".\n";
   if (u.cause != Unblocking::Cause::kFragmentation) return "";
   return "\nNo node fits, though the free capacity of the nodes it may use would hold it: fragmentation. " +
-         std::string(u.plan ? "kubectl mgpu defrag --dry-run " + pod->name + " -n " + pod->namespace_name +
+         std::string(u.plan ? "kubectl mgpu defrag --dry-run " + pod->Key() +
                                   " shows which offline pods to move to make room.\n"
                             : "No move of offline pods makes room: " + u.sentence + ".\n");
 }
@@ -337,6 +360,7 @@ std::string DefragText(const ClusterView& view, const PodRequest& pod) {
   switch (u.cause) {
     case Unblocking::Cause::kFits:
       return who + " fits node " + u.nodes[u.plan->node]->state.name + " now: nothing to move\n";
+    case Unblocking::Cause::kNever:
     case Unblocking::Cause::kShort:
       return who + " fits no node, and moving pods cannot help: " + u.sentence + "\n";
     case Unblocking::Cause::kFragmentation:
@@ -357,21 +381,6 @@ std::string DefragText(const ClusterView& view, const PodRequest& pod) {
   return cause + ". Moving these offline pods (dry run: nothing is moved) makes room on node " + target.name +
          ":\n" + FormatTable(rows) + "then " + who + " fits node " + target.name + " on card(s) " +
          CardList(target, u.plan->cards) + "\n";
-}
-
-// kubectl mgpu defrag --dry-run POD: reads the pod and prints DefragText over `view`.
-int Defrag(const Options& options, kube::Client& client, const ClusterView& view, const Config& config,
-           kube::WorkloadResolver& workloads, std::ostream& out, std::ostream& err) {
-  const std::string key = PodKey(options.ns.empty() ? "default" : options.ns, options.args.front());
-  kube::ApiResult pod = client.GetPod(options.ns.empty() ? "default" : options.ns, options.args.front());
-  if (!pod.ok()) {
-    err << "kubectl-mgpu: cannot read pod " << key << ": " << pod.message() << "\n";
-    return kExitApi;
-  }
-  const Result<PodRequest> request = workloads.Read(*pod, config).request;
-  out << (request.ok() ? DefragText(view, *request)
-                       : "pod " + key + " fits no node: " + request.message() + "\n");
-  return 0;
 }
 
 }  // namespace
@@ -417,8 +426,9 @@ struct Cluster {
   std::shared_ptr<const ClusterView> snapshot;
 };
 
-// Reads the cluster `options` name into `cluster`: 0, or the exit code once `err` has the sentence.
-int Load(const Options& options, Cluster& cluster, std::ostream& err) {
+// Reads the cluster `options` name into `cluster`: 0, or the exit code once `err` has the sentence. A pod
+// given without a namespace gets the kubeconfig context's.
+int Load(Options& options, Cluster& cluster, std::ostream& err) {
   Config& config = cluster.config;
   if (!options.config_file.empty()) {
     Result<Config> loaded = LoadConfigFile(options.config_file);
@@ -434,6 +444,7 @@ int Load(const Options& options, Cluster& cluster, std::ostream& err) {
     return kExitConfig;
   }
   cluster.server = resolved->server;
+  if (options.pod_namespace.empty()) options.pod_namespace = resolved->default_namespace;
   kube::ClientOptions client_options;
   client_options.user_agent = "kubectl-mgpu";
   client_options.request_timeout = std::chrono::seconds(30);
@@ -483,16 +494,19 @@ int Load(const Options& options, Cluster& cluster, std::ostream& err) {
   return 0;
 }
 
+// The pod why and defrag are given, read from the API server; an error once `err` says why not.
+kube::ApiResult GivenPod(const Options& options, const Cluster& cluster, std::ostream& err) {
+  kube::ApiResult pod = cluster.client->GetPod(options.pod_namespace, options.pod_name);
+  if (!pod.ok())
+    err << "kubectl-mgpu: cannot read pod " << PodKey(options.pod_namespace, options.pod_name) << " from "
+        << cluster.server << ": " << pod.message() << "\n";
+  return pod;
+}
+
 // why: the filter's answer for every node, run here over the cluster read or asked of a running extender.
 int Why(const Options& options, Cluster& cluster, std::ostream& out, std::ostream& err) {
-  const std::string ns = options.ns.empty() ? "default" : options.ns;
-  const std::string& name = options.args.front();
-  kube::ApiResult pod = cluster.client->GetPod(ns, name);
-  if (!pod.ok()) {
-    err << "kubectl-mgpu: cannot read pod " << ns << "/" << name << " from " << cluster.server << ": "
-        << pod.message() << "\n";
-    return kExitApi;
-  }
+  kube::ApiResult pod = GivenPod(options, cluster, err);
+  if (!pod.ok()) return kExitApi;
   std::vector<std::string> names;
   for (const json& node : cluster.nodes) names.push_back(kube::MetadataString(node, "name"));
   std::sort(names.begin(), names.end());
@@ -514,6 +528,17 @@ int Why(const Options& options, Cluster& cluster, std::ostream& out, std::ostrea
     return kExitApi;
   }
   out << WhyTable(names, *verdicts) << WhyNowhere(*cluster.snapshot, request, *verdicts);
+  return 0;
+}
+
+// kubectl mgpu defrag --dry-run POD: reads the pod and prints DefragText over the cluster read.
+int Defrag(const Options& options, Cluster& cluster, std::ostream& out, std::ostream& err) {
+  kube::ApiResult pod = GivenPod(options, cluster, err);
+  if (!pod.ok()) return kExitApi;
+  const Result<PodRequest> request = cluster.workloads->Read(*pod, cluster.config).request;
+  out << (request.ok() ? DefragText(*cluster.snapshot, *request)
+                       : "pod " + PodKey(options.pod_namespace, options.pod_name) +
+                             " fits no node: " + request.message() + "\n");
   return 0;
 }
 
@@ -573,8 +598,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   }
   Cluster cluster;
   if (int code = Load(*options, cluster, err)) return code;
-  if (options->command == "defrag")
-    return Defrag(*options, *cluster.client, *cluster.snapshot, cluster.config, *cluster.workloads, out, err);
+  if (options->command == "defrag") return Defrag(*options, cluster, out, err);
   if (options->command == "why") return Why(*options, cluster, out, err);
   if (options->command == "pods") return Pods(*options, cluster, out, err);
   return Nodes(*options, cluster, out, err);

@@ -8,13 +8,17 @@
 //                      [--resource-domain D]
 //   kubectl mgpu pods [NODE...] [-n NAMESPACE] [-o table|json] [...]: one row per piece of a card a pod holds
 //                      (from gpu-allocated, else gpu-assignment), with the pod's GPU share for billing
-//   kubectl mgpu why POD [-n NAMESPACE] [--extender URL [--extender-ca FILE | --insecure-skip-tls-verify]]:
-//                      the extender filter's answer and reason for every node, computed here over the same
-//                      cache, or asked of a running extender's /filter (its live cache); when no node fits,
-//                      whether the free capacity is short or fragmentation is the cause
-//   kubectl mgpu defrag --dry-run POD [-n NAMESPACE]: for a pod that fragmentation keeps off every node, the
-//                      plan of common/cluster_defrag.h: which offline pods to move where so that it fits;
-//                      mgpu moves nothing itself
+//   kubectl mgpu why [NAMESPACE/]POD [-n NAMESPACE] [--extender URL [--extender-ca FILE |
+//                      --insecure-skip-tls-verify]]: the extender filter's answer and reason for every node,
+//                      computed here over the same cache, or asked of a running extender's /filter (its live
+//                      cache); when no node fits, the cause (common/cluster_defrag.h's Diagnose): no node could
+//                      hold the pod even with no other pod on it (larger than any card, ...), the free
+//                      capacity is short, or fragmentation
+//   kubectl mgpu defrag --dry-run [NAMESPACE/]POD [-n NAMESPACE]: for a pod that fragmentation keeps off
+//                      every node, the plan of common/cluster_defrag.h: which offline pods to move where so
+//                      that it fits; mgpu moves nothing itself
+// The pod of why and defrag: NAMESPACE/NAME as the tables print it, or NAME in -n's namespace, else in the
+// kubeconfig context's (as kubectl).
 // Exit codes: 0 shown; 1 the API server (or the extender) could not be read; 2 usage; 3 kubeconfig or config
 // unreadable; 4 no mgpu node (or a named node is not one).
 #pragma once

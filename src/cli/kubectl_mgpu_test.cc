@@ -222,12 +222,14 @@ TEST_F(KubectlMgpu, WhyNamesFragmentationAndDefragPlansTheMovesThatMakeRoom) {
 
   ASSERT_EQ(Run({"why", "train"}), 0) << err_.str();
   EXPECT_NE(out_.str().find("No node fits, though the free capacity of the nodes it may use would hold it: "
-                            "fragmentation. kubectl mgpu defrag --dry-run train -n default shows"),
+                            "fragmentation. kubectl mgpu defrag --dry-run default/train shows"),
             std::string::npos)
       << out_.str();
+  // Four whole cards: no node has so many, which moving pods cannot change.
   ASSERT_EQ(Run({"why", "huge"}), 0) << err_.str();
-  EXPECT_NE(out_.str().find("No node fits: the nodes pod default/huge may use have 250 percent core free in "
-                            "all, it asks for 400."),
+  EXPECT_NE(out_.str().find("No node fits: the 2 nodes pod default/huge may use could not hold it even with "
+                            "no other pod on them: fewer than 4 mgpu cards free for 100 percent core and 2048 "
+                            "MiB each (more cards than the node has)."),
             std::string::npos)
       << out_.str();
   ASSERT_EQ(Run({"why", "small"}), 0) << err_.str();
@@ -246,6 +248,98 @@ TEST_F(KubectlMgpu, WhyNamesFragmentationAndDefragPlansTheMovesThatMakeRoom) {
   ASSERT_EQ(Run({"defrag", "--dry-run", "huge"}), 0) << err_.str();
   EXPECT_NE(out_.str().find("moving pods cannot help"), std::string::npos) << out_.str();
   EXPECT_EQ(Run({"defrag", "--dry-run", "nobody"}), kExitApi);
+}
+
+// Beside free capacity that is short, a pod no node could hold even with no other pod on it is told apart
+// from one fragmentation keeps off: larger than any card, more cards than any node has, no node of a GPU
+// model it may use. The per-node lines and the summary say the same.
+TEST_F(KubectlMgpu, WhyAndDefragSayWhatNoNodeCouldEverHoldInsteadOfFragmentation) {
+  ASSERT_TRUE(api_.Create("nodes", Node("n1", 1, 81920)).ok());
+  ASSERT_TRUE(api_.Create("nodes", Node("n2", 1, 81920)).ok());
+  for (const std::string node : {"n1", "n2"})
+    ASSERT_TRUE(api_.Create("pods", Placed(Pod("x-" + node, 60, 1024), node, names_.gpu_allocated,
+                                           OneCard(node + "-gpu0", 60, 1024)))
+                    .ok());
+  // 40 + 40 percent core and 2 x 80896 MiB free: the sums would hold 50 percent core and 100 GiB.
+  ASSERT_TRUE(api_.Create("pods", Pod("too-big", 50, 102400)).ok());
+  ASSERT_TRUE(api_.Create("pods", Pod("wide", 200, 2048)).ok());
+  ASSERT_TRUE(api_.Create("pods", Pod("short", 90, 1024)).ok());
+  json pinned = Pod("pinned", 10, 1024);
+  pinned["spec"]["nodeSelector"] = {{names_.label_product, "A100"}};
+  ASSERT_TRUE(api_.Create("pods", pinned).ok());
+
+  const std::string larger =
+      "the 2 nodes pod default/too-big may use could not hold it even with no other pod on them: no mgpu "
+      "card free for 50 percent core and 102400 MiB (larger than any card)";
+  for (const std::string pod : {"too-big", "default/too-big"}) {
+    ASSERT_EQ(Run({"why", pod}), 0) << err_.str();
+    const std::string why = out_.str();
+    EXPECT_NE(why.find("n1    does not fit  no mgpu card free for 50 percent core and 102400 MiB (larger than "
+                       "any card)"),
+              std::string::npos)
+        << why;
+    EXPECT_NE(why.find("\nNo node fits: " + larger + ".\n"), std::string::npos) << why;
+    EXPECT_EQ(why.find("fragmentation"), std::string::npos) << why;
+    ASSERT_EQ(Run({"defrag", "--dry-run", pod}), 0) << err_.str();
+    EXPECT_EQ(out_.str(), "pod default/too-big fits no node, and moving pods cannot help: " + larger + "\n");
+  }
+  ASSERT_EQ(Run({"why", "wide"}), 0) << err_.str();
+  EXPECT_NE(out_.str().find("No node fits: the 2 nodes pod default/wide may use could not hold it even with no "
+                            "other pod on them: fewer than 2 mgpu cards free for 100 percent core and 1024 MiB "
+                            "each (more cards than the node has)."),
+            std::string::npos)
+      << out_.str();
+  ASSERT_EQ(Run({"why", "short"}), 0) << err_.str();
+  EXPECT_NE(out_.str().find("No node fits: the nodes pod default/short may use have 80 percent core free in "
+                            "all, it asks for 90."),
+            std::string::npos)
+      << out_.str();
+  ASSERT_EQ(Run({"defrag", "--dry-run", "pinned"}), 0) << err_.str();
+  EXPECT_EQ(out_.str(),
+            "pod default/pinned fits no node, and moving pods cannot help: no node has a GPU model pod "
+            "default/pinned may use (A100)\n");
+}
+
+// why and defrag take a pod as mgpu's tables print it (NAMESPACE/NAME), or NAME with -n, or NAME in the
+// kubeconfig context's namespace, as kubectl does.
+TEST_F(KubectlMgpu, WhyAndDefragTakeThePodAsTheTablesPrintIt) {
+  ASSERT_TRUE(api_.Create("nodes", Node("n1", 1, 24576)).ok());
+  json placed = Placed(Pod("p", 30, 4096), "n1", names_.gpu_allocated, OneCard("n1-gpu0", 30, 4096));
+  placed["metadata"]["namespace"] = "team";
+  ASSERT_TRUE(api_.Create("pods", placed).ok());
+  ASSERT_EQ(Run({"pods"}), 0) << err_.str();
+  ASSERT_NE(out_.str().find("team/p "), std::string::npos) << out_.str();
+
+  for (const std::vector<std::string>& given : std::vector<std::vector<std::string>>{
+           {"team/p"}, {"p", "-n", "team"}, {"p", "--namespace=team"}, {"team/p", "-n", "team"}}) {
+    std::vector<std::string> why = {"why"}, defrag = {"defrag", "--dry-run"};
+    why.insert(why.end(), given.begin(), given.end());
+    defrag.insert(defrag.end(), given.begin(), given.end());
+    ASSERT_EQ(Run(why), 0) << given.front() << ": " << err_.str();
+    EXPECT_NE(out_.str().find("n1    fits"), std::string::npos) << out_.str();
+    ASSERT_EQ(Run(defrag), 0) << given.front() << ": " << err_.str();
+    EXPECT_EQ(out_.str().rfind("pod team/p fits node n1 now", 0), 0u) << out_.str();
+  }
+  EXPECT_EQ(Run({"why", "team/p", "-n", "other"}), kExitUsage);
+  EXPECT_EQ(err_.str().substr(0, err_.str().find('\n')),
+            "kubectl-mgpu: pod team/p is in namespace team, but -n says other");
+  EXPECT_EQ(Run({"defrag", "--dry-run", "team/p/x"}), kExitUsage);
+  EXPECT_NE(err_.str().find("pod \"team/p/x\" is neither NAME nor NAMESPACE/NAME"), std::string::npos)
+      << err_.str();
+  EXPECT_EQ(Run({"why", "/p"}), kExitUsage);
+  EXPECT_EQ(Run({"why", "p"}), kExitApi) << "not in default";
+  EXPECT_NE(err_.str().find("cannot read pod default/p "), std::string::npos) << err_.str();
+
+  // The kubeconfig context's namespace, as kubectl reads it.
+  std::string yaml = api_.KubeconfigYaml();
+  const std::string context = "context: {cluster: mgpu-local, user: mgpu-local";
+  ASSERT_NE(yaml.find(context), std::string::npos) << yaml;
+  yaml.replace(yaml.find(context), context.size(), context + ", namespace: team");
+  const std::string team_kubeconfig = dir_.Write("team-kubeconfig", yaml);
+  out_.str("");
+  err_.str("");
+  ASSERT_EQ(cli::Run({"why", "p", "--kubeconfig", team_kubeconfig}, out_, err_), 0) << err_.str();
+  EXPECT_NE(out_.str().find("n1    fits"), std::string::npos) << out_.str();
 }
 
 TEST_F(KubectlMgpu, ExitCodesSayWhatWentWrong) {

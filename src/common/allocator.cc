@@ -177,6 +177,8 @@ std::string SchedulerWords(const NodeState& node, const std::vector<CardUsage>& 
   if (std::all_of(node.cards.begin(), node.cards.end(),
                   [&](const CardState& card) { return card.capacity_mib < amount.memory_mib; }))
     return out + " (larger than any card)";
+  // More cards than the node has: the same, for any free capacity.
+  if (static_cast<size_t>(c.card_count) > node.cards.size()) return out + " (more cards than the node has)";
   // The rule, other than free capacity, that turned away the most cards (the first of equals), if any.
   int rule = -1;
   for (int r = kUnhealthy; r < kCore; ++r)

@@ -53,7 +53,8 @@ std::string WhyNotPlaced(const NodeState& node, const PodRequest& pod, const Pla
 // percent core and 4096 MiB (cards holding another compute policy)"): only what every node failing for the
 // same cause shares, so that kube-scheduler adds such nodes up, and no number but the pod's own amounts. In
 // brackets, the cause other than free capacity: "larger than any card" when the container asks each card
-// for more memory than every card of the node has, else the rule that turned away the most cards.
+// for more memory than every card of the node has, "more cards than the node has" when it asks for more
+// cards than the node has, else the rule that turned away the most cards.
 std::string SchedulerReason(const NodeState& node, const PodRequest& pod, const Placement& failed);
 
 // Place() as an Assignment, or WhyNotPlaced.

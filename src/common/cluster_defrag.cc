@@ -1,12 +1,28 @@
 #include "common/cluster_defrag.h"
 
+#include <utility>
+
 namespace mgpu {
+namespace {
+
+// The cause other than fragmentation that keeps `pod` off `nodes` (kNever or kShort) and its sentence, or
+// kFits and no sentence when there is none.
+std::pair<Unblocking::Cause, std::string> OtherCause(const std::vector<const NodeState*>& nodes,
+                                                     const PodRequest& pod) {
+  if (std::string never = NoNodeCouldHold(nodes, pod); !never.empty())
+    return {Unblocking::Cause::kNever, std::move(never)};
+  if (std::string short_of = FreeCapacityShortfall(nodes, pod); !short_of.empty())
+    return {Unblocking::Cause::kShort, std::move(short_of)};
+  return {Unblocking::Cause::kFits, ""};
+}
+
+}  // namespace
 
 std::string ShortfallIn(const ClusterView& view, const PodRequest& pod) {
   std::vector<const NodeState*> states;
   for (const NodeView* node : view.Nodes())
     if (node->problem.empty()) states.push_back(&node->state);
-  return FreeCapacityShortfall(states, pod);
+  return OtherCause(states, pod).second;
 }
 
 Unblocking Diagnose(const ClusterView& view, const PodRequest& pod, const WorkloadModel* model) {
@@ -27,9 +43,9 @@ Unblocking Diagnose(const ClusterView& view, const PodRequest& pod, const Worklo
     out.plan = std::move(*fits);
     return out;
   }
-  if (std::string short_of = FreeCapacityShortfall(states, pod); !short_of.empty()) {
-    out.cause = Unblocking::Cause::kShort;
-    out.sentence = std::move(short_of);
+  if (auto [cause, sentence] = OtherCause(states, pod); cause != Unblocking::Cause::kFits) {
+    out.cause = cause;
+    out.sentence = std::move(sentence);
     return out;
   }
   out.cause = Unblocking::Cause::kFragmentation;

@@ -87,6 +87,36 @@ bool HostAdmits(const NodeState& node, const PodRequest& pod) {
   return node.host_memory_free_mib < 0 || node.host_memory_free_mib >= pod.host_memory_mib;
 }
 
+std::string NoNodeCouldHold(const std::vector<const NodeState*>& nodes, const PodRequest& pod) {
+  std::map<std::string, size_t> reasons;  // the emptied nodes' reasons, with how many nodes give each
+  size_t usable = 0;
+  Placement scratch;
+  for (const NodeState* node : nodes) {
+    NodeState empty = *node;
+    for (CardState& card : empty.cards) card.usage = CardUsage{};
+    empty.cpu_free_milli = empty.host_memory_free_mib = -1;
+    if (!HostAdmits(empty, pod)) continue;
+    ++usable;
+    if (Place(empty, pod, nullptr, scratch)) return "";
+    ++reasons[SchedulerReason(empty, pod, scratch)];
+  }
+  if (usable == 0) {
+    std::string models;
+    for (const std::string& m : pod.gpu_models) models += (models.empty() ? "" : ", ") + m;
+    return models.empty() ? "no node has mgpu cards pod " + pod.Key() + " may use"
+                          : "no node has a GPU model pod " + pod.Key() + " may use (" + models + ")";
+  }
+  std::string out = (usable == 1 ? "the one node" : "the " + std::to_string(usable) + " nodes") + " pod " +
+                    pod.Key() + " may use could not hold it even with no other pod on " +
+                    (usable == 1 ? "it: " : "them: ");
+  bool first = true;
+  for (const auto& [reason, count] : reasons) {
+    out += (first ? "" : ", ") + (reasons.size() > 1 ? std::to_string(count) + " " : "") + reason;
+    first = false;
+  }
+  return out;
+}
+
 std::string FreeCapacityShortfall(const std::vector<const NodeState*>& nodes, const PodRequest& pod) {
   const bool offline = pod.qos == Qos::kOffline;
   int64_t core = 0, memory = 0, cpu = 0, host_memory = 0;

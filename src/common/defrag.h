@@ -1,6 +1,6 @@
 // Defragmentation plans. A pod that fits no node although the free capacity of the nodes it may use would
-// hold it is stopped by fragmentation: the free core, card memory and CPU are there, but on the wrong cards
-// and nodes. Offline (reclaimed_cores) pods soak up idle capacity and tolerate a restart, so they may be
+// hold it, and one of them would with no other pod on it, is stopped by fragmentation: the free core, card
+// memory and CPU are there, but on the wrong cards and nodes. Offline (reclaimed_cores) pods soak up idle capacity and tolerate a restart, so they may be
 // moved: a plan names which of them to move where so that the pod fits one node, moving as few as it can.
 // mgpu moves nothing itself; kubectl mgpu defrag --dry-run prints the plan, the extender's /metrics counts
 // the pods fragmentation stops (FreeCapacityShortfall: planning costs milliseconds at 1,000 nodes, too much
@@ -26,6 +26,13 @@ bool HostAdmits(const NodeState& node, const PodRequest& pod);
 // memory, and CPU and host memory where every such node states them. Empty when the sums cover the pod: if
 // no node fits it then, fragmentation is what stops it.
 std::string FreeCapacityShortfall(const std::vector<const NodeState*>& nodes, const PodRequest& pod);
+
+// Why no node of `nodes` that `pod` may use (HostAdmits' model rule) could hold it even with no pod on it,
+// as a sentence: in the nodes' own reasons (SchedulerReason over their cards emptied: "... (larger than any
+// card)", "... (more cards than the node has)", "... (cards unhealthy)"), or that no node has a GPU model
+// it may use. Empty when one could: then moving pods could make room. The nodes' CPU and memory do not
+// count (only what is left free of them is known here).
+std::string NoNodeCouldHold(const std::vector<const NodeState*>& nodes, const PodRequest& pod);
 
 // A pod a plan may move (an offline pod) and what it holds where.
 struct MovablePod {

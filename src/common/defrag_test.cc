@@ -90,6 +90,54 @@ TEST(FreeCapacityShortfall, CountsOnlyTheNodesThePodMayUse) {
             "the nodes pod ns/p may use have 100 percent core free in all, it asks for 200");
 }
 
+TEST(NoNodeCouldHold, EmptyWhenANodeCouldOnceItsPodsAreGone) {
+  Cluster c{{Node("a", 1, 16384), Node("b", 1, 16384)}, {}};
+  c.Put(0, 0, Online("x", 90, 1024));
+  c.Put(1, 0, Online("y", 90, 1024));
+  c.nodes[0].cpu_free_milli = c.nodes[1].cpu_free_milli = 0;  // what is left of the CPU does not count
+  PodRequest pod = Online("p", 50, 8192);
+  pod.cpu_milli = 1000;
+  Placement scratch;
+  ASSERT_FALSE(Place(c.nodes[0], pod, nullptr, scratch));
+  EXPECT_EQ(NoNodeCouldHold(c.View(), pod), "");
+}
+
+// In the nodes' own reasons (SchedulerReason), counted per reason when they differ.
+TEST(NoNodeCouldHold, SaysWhyInTheNodesOwnReasons) {
+  Cluster c{{Node("a", 1, 81920), Node("b", 1, 81920)}, {}};
+  c.Put(0, 0, Online("x", 60, 1024));
+  // The sums of free core and memory would hold it: it is not fragmentation that stops it.
+  const PodRequest big = Online("big", 50, 102400);
+  ASSERT_EQ(FreeCapacityShortfall(c.View(), big), "");
+  EXPECT_EQ(NoNodeCouldHold(c.View(), big),
+            "the 2 nodes pod ns/big may use could not hold it even with no other pod on them: no mgpu card "
+            "free for 50 percent core and 102400 MiB (larger than any card)");
+  Cluster mixed{{Node("small", 1, 16384), Node("large", 1, 81920)}, {}};
+  EXPECT_EQ(NoNodeCouldHold(mixed.View(), Online("wide", 50, 20000, 2)),
+            "the 2 nodes pod ns/wide may use could not hold it even with no other pod on them: 1 fewer than 2 "
+            "mgpu cards free for 50 percent core and 20000 MiB each (larger than any card), 1 fewer than 2 mgpu "
+            "cards free for 50 percent core and 20000 MiB each (more cards than the node has)");
+  Cluster sick{{Node("sick", 1, 16384)}, {}};
+  sick.nodes[0].cards[0].card.healthy = false;
+  EXPECT_EQ(NoNodeCouldHold(sick.View(), Online("p", 10, 1024)),
+            "the one node pod ns/p may use could not hold it even with no other pod on it: no mgpu card free "
+            "for 10 percent core and 1024 MiB (cards unhealthy)");
+}
+
+TEST(NoNodeCouldHold, CountsOnlyTheNodesOfTheModelsThePodMayUse) {
+  Cluster c{{Node("a", 1, 81920), Node("t4", 1, 16384)}, {}};
+  c.nodes[0].product = "A100";
+  c.nodes[1].product = "T4";
+  PodRequest pinned = Online("p", 50, 20000);
+  pinned.gpu_models = {"T4"};
+  EXPECT_EQ(NoNodeCouldHold(c.View(), pinned),
+            "the one node pod ns/p may use could not hold it even with no other pod on it: no mgpu card free "
+            "for 50 percent core and 20000 MiB (larger than any card)");
+  pinned.gpu_models = {"H100", "L40S"};
+  EXPECT_EQ(NoNodeCouldHold(c.View(), pinned), "no node has a GPU model pod ns/p may use (H100, L40S)");
+  EXPECT_EQ(NoNodeCouldHold({}, Online("q", 50, 1024)), "no node has mgpu cards pod ns/q may use");
+}
+
 TEST(PlanDefrag, APodThatFitsGetsAnEmptyPlan) {
   Cluster c{{Node("a", 1, 16384)}, {}};
   Result<DefragPlan> plan = PlanDefrag(c.View(), c.offline, Online("p", 50, 1024), nullptr);

@@ -14,8 +14,8 @@
 namespace mgpu::extender {
 namespace {
 
-// After a filter: a GPU pod that no candidate node takes though the free capacity would hold it
-// (common/cluster_defrag.h's ShortfallIn), noted for /metrics.
+// After a filter: a GPU pod that no candidate node takes though one could with no other pod on it and the
+// free capacity would hold it (common/cluster_defrag.h's ShortfallIn), noted for /metrics.
 bool Fragmented(const PodFacts& pod, const ClusterView& view, const FilterResult& result) {
   return pod.request.ok() && pod.request->AsksForGpu() && result.passed.empty() &&
          result.unresolvable.empty() && ShortfallIn(view, *pod.request).empty();
