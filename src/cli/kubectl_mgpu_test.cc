@@ -227,10 +227,11 @@ TEST_F(KubectlMgpu, WhyNamesFragmentationAndDefragPlansTheMovesThatMakeRoom) {
       << out_.str();
   // Four whole cards: no node has so many, which moving pods cannot change.
   ASSERT_EQ(Run({"why", "huge"}), 0) << err_.str();
-  EXPECT_NE(out_.str().find("No node fits: the 2 nodes pod default/huge may use could not hold it even with "
-                            "no other pod on them: fewer than 4 mgpu cards free for 100 percent core and 2048 "
-                            "MiB each (more cards than the node has)."),
-            std::string::npos)
+  EXPECT_NE(
+      out_.str().find("No node fits: the 2 nodes pod default/huge may use could not hold it even with "
+                      "no other pod on them: fewer than 4 mgpu cards free for 100 percent core and 2048 "
+                      "MiB each (more cards than the node has)."),
+      std::string::npos)
       << out_.str();
   ASSERT_EQ(Run({"why", "small"}), 0) << err_.str();
   EXPECT_EQ(out_.str().find("No node fits"), std::string::npos) << out_.str();
@@ -274,9 +275,10 @@ TEST_F(KubectlMgpu, WhyAndDefragSayWhatNoNodeCouldEverHoldInsteadOfFragmentation
   for (const std::string pod : {"too-big", "default/too-big"}) {
     ASSERT_EQ(Run({"why", pod}), 0) << err_.str();
     const std::string why = out_.str();
-    EXPECT_NE(why.find("n1    does not fit  no mgpu card free for 50 percent core and 102400 MiB (larger than "
-                       "any card)"),
-              std::string::npos)
+    EXPECT_NE(
+        why.find("n1    does not fit  no mgpu card free for 50 percent core and 102400 MiB (larger than "
+                 "any card)"),
+        std::string::npos)
         << why;
     EXPECT_NE(why.find("\nNo node fits: " + larger + ".\n"), std::string::npos) << why;
     EXPECT_EQ(why.find("fragmentation"), std::string::npos) << why;
@@ -284,10 +286,11 @@ TEST_F(KubectlMgpu, WhyAndDefragSayWhatNoNodeCouldEverHoldInsteadOfFragmentation
     EXPECT_EQ(out_.str(), "pod default/too-big fits no node, and moving pods cannot help: " + larger + "\n");
   }
   ASSERT_EQ(Run({"why", "wide"}), 0) << err_.str();
-  EXPECT_NE(out_.str().find("No node fits: the 2 nodes pod default/wide may use could not hold it even with no "
-                            "other pod on them: fewer than 2 mgpu cards free for 100 percent core and 1024 MiB "
-                            "each (more cards than the node has)."),
-            std::string::npos)
+  EXPECT_NE(
+      out_.str().find("No node fits: the 2 nodes pod default/wide may use could not hold it even with no "
+                      "other pod on them: fewer than 2 mgpu cards free for 100 percent core and 1024 MiB "
+                      "each (more cards than the node has)."),
+      std::string::npos)
       << out_.str();
   ASSERT_EQ(Run({"why", "short"}), 0) << err_.str();
   EXPECT_NE(out_.str().find("No node fits: the nodes pod default/short may use have 80 percent core free in "

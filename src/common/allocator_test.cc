@@ -218,8 +218,9 @@ TEST(Allocator, SchedulerReasonIsTheSameForEveryNodeFailingAlike) {
   EXPECT_EQ(reason(two, Online("wide", 100, 2 * 30000, 2)),
             "fewer than 2 mgpu cards free for 50 percent core and 30000 MiB each (larger than any card)");
   // More cards than the node has: that is the cause, whatever its cards have free.
-  EXPECT_EQ(reason(Node("one", 1, 24576), Online("wide", 100, 8192, 2)),
-            "fewer than 2 mgpu cards free for 50 percent core and 4096 MiB each (more cards than the node has)");
+  EXPECT_EQ(
+      reason(Node("one", 1, 24576), Online("wide", 100, 8192, 2)),
+      "fewer than 2 mgpu cards free for 50 percent core and 4096 MiB each (more cards than the node has)");
   // One card large enough, even taken: not larger than any card.
   NodeState big_taken = Node("big-taken", 1, 81920);
   ASSERT_TRUE(ChooseAndApply(big_taken, Online("a", 30, 4096, 1, ComputePolicy::kGuaranteedBurstShare))

@@ -113,10 +113,11 @@ TEST(NoNodeCouldHold, SaysWhyInTheNodesOwnReasons) {
             "the 2 nodes pod ns/big may use could not hold it even with no other pod on them: no mgpu card "
             "free for 50 percent core and 102400 MiB (larger than any card)");
   Cluster mixed{{Node("small", 1, 16384), Node("large", 1, 81920)}, {}};
-  EXPECT_EQ(NoNodeCouldHold(mixed.View(), Online("wide", 50, 20000, 2)),
-            "the 2 nodes pod ns/wide may use could not hold it even with no other pod on them: 1 fewer than 2 "
-            "mgpu cards free for 50 percent core and 20000 MiB each (larger than any card), 1 fewer than 2 mgpu "
-            "cards free for 50 percent core and 20000 MiB each (more cards than the node has)");
+  EXPECT_EQ(
+      NoNodeCouldHold(mixed.View(), Online("wide", 50, 20000, 2)),
+      "the 2 nodes pod ns/wide may use could not hold it even with no other pod on them: 1 fewer than 2 "
+      "mgpu cards free for 50 percent core and 20000 MiB each (larger than any card), 1 fewer than 2 mgpu "
+      "cards free for 50 percent core and 20000 MiB each (more cards than the node has)");
   Cluster sick{{Node("sick", 1, 16384)}, {}};
   sick.nodes[0].cards[0].card.healthy = false;
   EXPECT_EQ(NoNodeCouldHold(sick.View(), Online("p", 10, 1024)),
