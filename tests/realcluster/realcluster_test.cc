@@ -763,10 +763,13 @@ TEST_F(RealCluster, EveryComponentKilledMidRun) {
     // bound here fails admission (README, Troubleshooting). Wait until it admits a canary pod (one that
     // failed is deleted).
     if (component == "plugin" || component == "kubelet") {
+      std::string canary, refusal;
       ASSERT_TRUE(WaitUntil(
           [&] {
-            const std::string canary = "canary-" + std::to_string(canaries++);
-            if (!Create(MgpuPod(canary, 5, 512)).ok()) return false;
+            canary = "canary-" + std::to_string(canaries++);
+            const kube::ApiResult created = Create(MgpuPod(canary, 5, 512));
+            refusal = created.ok() ? "" : created.message();
+            if (!created.ok()) return false;
             std::string phase;
             WaitUntil(
                 [&] {
@@ -778,7 +781,8 @@ TEST_F(RealCluster, EveryComponentKilledMidRun) {
             (void)client_->Delete(kube::kPods, "default", canary);
             return false;
           },
-          kWait));
+          kWait))
+          << "the last canary, " << canary << ": " << (refusal.empty() ? Pod(canary).dump() : refusal);
     }
     const std::vector<std::string> after = create(2);
     for (const std::string& name : before) {
