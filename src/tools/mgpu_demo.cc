@@ -157,8 +157,8 @@ int Run(int argc, char** argv) {
   const std::string cli_dir =
       (std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "cli").string();
   if (!signals) {
-    std::cout << "\nTo use kubectl mgpu against the demo cluster, keep it running: bash scripts/run.sh "
-                 "--keep-running\n";
+    std::cout << "\nTo use kubectl mgpu against the demo cluster, keep it running: add --keep-running to "
+                 "this command (bash scripts/run.sh --keep-running)\n";
   } else {
     std::cout << "\nThe cluster keeps running until Ctrl-C. In another shell:\n"
               << "  export KUBECONFIG=" << cluster.kubeconfig_path() << " PATH=" << cli_dir << ":$PATH\n"

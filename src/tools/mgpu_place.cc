@@ -2,7 +2,7 @@
 // the way the extender's filter, prioritize and bind would (the workload model learned and published as the
 // extender does), and prints where every pod lands. No cluster needed. The manifests write mgpu-memory in MiB,
 // as users do; each pod is read as the admission webhook stores it (common/request.h, AdmitPodMemory).
-//   mgpu-place --nodes deploy/examples/nodes.yaml --pods deploy/examples/online-offline.yaml [--config F]
+//   mgpu-place --nodes deploy/examples/nodes.yaml --pods deploy/examples/workloads.yaml [--config F]
 #include <cstdio>
 #include <iostream>
 #include <string>
