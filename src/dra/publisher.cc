@@ -73,7 +73,6 @@ void SlicePublisher::Run() {
   // The node's labels for nodeSelector, and its cards as D/gpu-dra-inventory instead of the device plugin's
   // D/gpu-inventory: the extender scores DRA pods with them and places no device-plugin pod here.
   bool node_done = false, node_failing = false;
-  bool first = true;
   uint64_t seen = state_.Generation() - 1;
   while (!thread_.stopping()) {
     if (!node_done) {
@@ -92,8 +91,7 @@ void SlicePublisher::Run() {
     if (synced) {
       dirty_ = false;
       seen = state_.Generation();
-      ok = Reconcile(state_.Cards(), first);
-      first = first && !ok;
+      ok = Reconcile(state_.Cards());
     }
     up_to_date_ = ok;
     const auto wait = ok && node_done ? kIdle : kRetry;
@@ -101,7 +99,7 @@ void SlicePublisher::Run() {
   }
 }
 
-bool SlicePublisher::Reconcile(const std::vector<Card>& health, bool force_new_generation) {
+bool SlicePublisher::Reconcile(const std::vector<Card>& health) {
   std::vector<NodeCard> cards = cards_;
   for (NodeCard& c : cards) {
     for (const Card& h : health) {
@@ -122,12 +120,17 @@ bool SlicePublisher::Reconcile(const std::vector<Card>& health, bool force_new_g
     newest = std::max(newest, GenerationOf(s));
     generations.insert(GenerationOf(s));
   }
-  bool same = !force_new_generation && stored.size() == wanted.size() && generations.size() == 1;
+  // Slices that already say what the cards say, all of one generation, are adopted as they are: those of an
+  // earlier life of this daemon, or of the other instance of a rolling update.
+  bool same = stored.size() == wanted.size() && generations.size() == 1;
   for (const Json& w : wanted) {
     auto it = stored.find(MetadataString(w, "name"));
     same = same && it != stored.end() && SameSpec(it->second, w);
   }
-  if (same) return true;
+  if (same) {
+    generation_ = *generations.begin();
+    return true;
+  }
 
   const int64_t generation = newest + 1;
   wanted = BuildSlices(node_, cards, config_, generation);

@@ -2,8 +2,9 @@
 // slices.h builds from the cards and their current health. One thread; an informer watches the pool's slices
 // (fieldSelector spec.nodeName, spec.driver), so a slice the kubelet deletes (it deletes its node's slices
 // when it starts, and 30 s after the driver unregisters) or anyone changes is written again within a moment.
-// Every publication that changes anything raises the pool generation above every one seen, and the first
-// after Start always does. The node's D/gpu.* labels are patched at start and its cards written as
+// Every publication that changes anything raises the pool generation above every one seen; stored slices
+// that already say what the cards say (an earlier life's, or those of the other instance of a rolling update)
+// are adopted without a write, so an upgrade neither deletes, re-creates nor re-versions them. The node's D/gpu.* labels are patched at start and its cards written as
 // D/gpu-dra-inventory instead of D/gpu-inventory (the extender scores DRA pods with them; device-plugin pods
 // are not placed on a DRA node). A failed write is retried within seconds. On
 // Stop the slices stay (a restarting daemon takes them over; the kubelet removes those of a driver that does
@@ -41,14 +42,14 @@ class SlicePublisher {
   void Stop();
 
   uint64_t publications() const { return publications_; }  // passes that wrote the pool
-  int64_t generation() const { return generation_; }       // the pool generation last written
+  int64_t generation() const { return generation_; }       // the pool generation last written or adopted
   // The last pass found (or made) the stored slices equal to what the cards say.
   bool UpToDate() const { return up_to_date_; }
 
  private:
   void Run();
   // One pass over the pool; true when the stored slices now say what `cards` say.
-  bool Reconcile(const std::vector<Card>& health, bool force_new_generation);
+  bool Reconcile(const std::vector<Card>& health);
   void MarkDirty(const kube::Json& object);
 
   const Config config_;
