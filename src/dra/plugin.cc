@@ -83,6 +83,12 @@ bool Answers(const std::string& path) {
 
 }  // namespace
 
+bool InstanceAnswers(const Config& config, const std::string& id) {
+  const std::string path = RegistrationSocketPath(config, id);
+  std::error_code ec;
+  return fs::exists(path, ec) && Answers(path);
+}
+
 std::vector<std::string> RemoveStaleSockets(const Config& config, const std::string& instance) {
   std::vector<std::string> removed;
   const std::pair<fs::path, std::pair<std::string, std::string>> places[] = {
@@ -206,6 +212,10 @@ Status KubeletPlugin::Start() {
   const std::string plugin = PluginSocketPath(config_, instance_.id),
                     registration = RegistrationSocketPath(config_, instance_.id);
   for (const std::string& path : {plugin, registration}) {
+    if (path.size() >= sizeof(sockaddr_un::sun_path))
+      return Error{"the socket path " + path + " is longer than the " +
+                   std::to_string(sizeof(sockaddr_un::sun_path) - 1) +
+                   " characters a unix socket's name may have (shorten dra.kubeletRootDir)"};
     std::error_code ec;
     fs::create_directories(fs::path(path).parent_path(), ec);
     if (ec) return Error{"cannot create " + fs::path(path).parent_path().string() + ": " + ec.message()};
