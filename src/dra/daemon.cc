@@ -61,7 +61,8 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   preparer_ = std::make_unique<Preparer>(config_, node_, cards_, *state_, *claims_, *reader_);
   if (int removed = preparer_->RemoveOrphanSpecs(); removed > 0)
     spdlog::info("node={} removed {} CDI specs of no prepared claim", node_, removed);
-  publisher_ = std::make_unique<SlicePublisher>(config_, node_, cards_, *client_, *state_, MGPU_VERSION);
+  publisher_ =
+      std::make_unique<SlicePublisher>(config_, node_, cards_, *client_, *state_, MGPU_VERSION, instance_.id);
   plugin_ = std::make_unique<KubeletPlugin>(config_, node_, *preparer_, *state_, instance_);
 
   health_->Start();

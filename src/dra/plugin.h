@@ -44,6 +44,8 @@ std::string RegistrationSocketPath(const Config& config, const std::string& inst
 // earlier run (a restarted container keeps its pod's UID). Sockets someone answers on stay: they are a live
 // instance's. Returns the paths removed.
 std::vector<std::string> RemoveStaleSockets(const Config& config, const std::string& instance);
+// Someone answers on the registration socket of instance `id` (it is alive).
+bool InstanceAnswers(const Config& config, const std::string& id);
 
 class HealthService;
 
