@@ -45,18 +45,29 @@ int TerminationSignals::Wait() {
   return signal;
 }
 
-Result<FileLock> FileLock::Take(const std::string& path, const std::string& holder_hint) {
+Result<FileLock> FileLock::Lock(const std::string& path, int operation, const std::string& holder_hint) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return Error{"cannot open the lock file " + path + ": " + std::strerror(errno)};
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  int rc;
+  do rc = flock(fd, operation);
+  while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
     const int err = errno;
     close(fd);
     if (err == EWOULDBLOCK) return Error{path + " is locked: " + holder_hint};
     return Error{"cannot lock " + path + ": " + std::strerror(err)};
   }
   return FileLock(fd);
+}
+
+Result<FileLock> FileLock::Take(const std::string& path, const std::string& holder_hint, Mode mode) {
+  return Lock(path, (mode == Mode::kShared ? LOCK_SH : LOCK_EX) | LOCK_NB, holder_hint);
+}
+
+Result<FileLock> FileLock::Wait(const std::string& path, Mode mode) {
+  return Lock(path, mode == Mode::kShared ? LOCK_SH : LOCK_EX, "");
 }
 
 void FileLock::Release() {

@@ -34,12 +34,19 @@ class TerminationSignals {
   sigset_t set_;
 };
 
-// An exclusive lock on a file (flock), held until the process exits or Release: how a node daemon makes sure
-// it is the only one serving the node's cards (docs/dra.md §1). Creates the file and its folder. Fails with
-// one sentence naming `holder_hint` when another process (or another lock in this one) holds it.
+// A lock on a file (flock), held until the process exits or Release. Exclusive: how a node daemon makes sure it
+// is the only one serving the node's cards (docs/dra.md §1). Shared: how DRA instances of a rolling update
+// (each with its own instance id) serve together while still keeping out a daemon that takes it exclusively.
+// Creates the file and its folder.
 class FileLock {
  public:
-  static Result<FileLock> Take(const std::string& path, const std::string& holder_hint);
+  enum class Mode { kExclusive, kShared };
+  // Fails at once, with one sentence naming `holder_hint`, when another process (or another lock in this one)
+  // holds it in a mode that conflicts.
+  static Result<FileLock> Take(const std::string& path, const std::string& holder_hint,
+                               Mode mode = Mode::kExclusive);
+  // Waits for the lock as long as it is held in a conflicting mode.
+  static Result<FileLock> Wait(const std::string& path, Mode mode);
   FileLock(FileLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
   FileLock& operator=(FileLock&&) = delete;
   ~FileLock() { Release(); }
@@ -47,6 +54,7 @@ class FileLock {
 
  private:
   explicit FileLock(int fd) : fd_(fd) {}
+  static Result<FileLock> Lock(const std::string& path, int operation, const std::string& holder_hint);
   int fd_ = -1;
 };
 

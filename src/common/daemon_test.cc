@@ -54,6 +54,27 @@ TEST(Daemon, FileLockHasOneHolderAtATime) {
   rmdir(dir);
 }
 
+// DRA instances of a rolling update share the node's lock; a daemon that wants it alone is refused while
+// they hold it, and they are refused while it does.
+TEST(Daemon, FileLockSharedHoldersKeepOutAnExclusiveOne) {
+  char dir[] = "/tmp/mgpu-lock-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/node.lock";
+  auto old_instance = FileLock::Take(path, "x", FileLock::Mode::kShared);
+  auto new_instance = FileLock::Take(path, "x", FileLock::Mode::kShared);
+  ASSERT_TRUE(old_instance.ok() && new_instance.ok());
+  EXPECT_FALSE(FileLock::Take(path, "DRA instances serve this node").ok());
+  old_instance->Release();
+  EXPECT_FALSE(FileLock::Take(path, "x").ok()) << "one shared holder is left";
+  new_instance->Release();
+  auto alone = FileLock::Take(path, "x");
+  ASSERT_TRUE(alone.ok());
+  EXPECT_FALSE(FileLock::Take(path, "x", FileLock::Mode::kShared).ok());
+  alone->Release();
+  std::remove(path.c_str());
+  rmdir(dir);
+}
+
 TEST(MetricsText, EscapesLabelValues) {
   EXPECT_EQ(EscapeLabelValue("plain"), "plain");
   EXPECT_EQ(EscapeLabelValue("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");

@@ -3,9 +3,11 @@
 // inventory and the pods' real allocations to the API server. Reads flags and starts a dp::Daemon; with
 // --mode dra (or devicePlugin.mode: dra) it is the node's DRA driver instead and starts a dra::Daemon
 // (docs/dra.md). Either way it first locks <isolation.guardStateDirectory>/.node-daemon.lock, so that one
-// node never serves its cards both ways.
+// node never serves its cards both ways: alone, except for DRA instances with an --instance-id (the pod's
+// UID, for a rolling update with maxSurge), which hold it together. --ready-file: a file that exists while
+// the kubelet has the DRA instance's registration (the DaemonSet's readiness probe).
 //   mgpu-device-plugin [--config FILE] [--kubeconfig FILE] [--node-name NAME] [--mode device-plugin|dra]
-//                      [--list-gpus] [--version]
+//                      [--instance-id ID] [--ready-file FILE] [--list-gpus] [--version]
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -26,10 +28,11 @@
 int main(int argc, char** argv) {
   using namespace mgpu;
   std::map<std::string, std::string> flags;
-  if (!ParseFlags(argc, argv, {"config", "kubeconfig", "node-name", "mode"}, {"list-gpus", "version"},
-                  flags)) {
+  if (!ParseFlags(argc, argv, {"config", "kubeconfig", "node-name", "mode", "instance-id", "ready-file"},
+                  {"list-gpus", "version"}, flags)) {
     std::cerr << "usage: mgpu-device-plugin [--config FILE] [--kubeconfig FILE] [--node-name NAME] "
-                 "[--mode device-plugin|dra] [--list-gpus] [--version]\n";
+                 "[--mode device-plugin|dra] [--instance-id ID] [--ready-file FILE] [--list-gpus] "
+                 "[--version]\n";
     return kExitUsage;
   }
   if (flags.count("version")) {
@@ -80,10 +83,21 @@ int main(int argc, char** argv) {
   }
 
   const NodeMode mode = config->device_plugin.mode;
+  const dra::PluginInstance instance{flags["instance-id"], flags["ready-file"]};
+  if ((!instance.id.empty() || !instance.ready_file.empty()) && mode != NodeMode::kDra) {
+    std::cerr << "mgpu-device-plugin: --instance-id and --ready-file are for --mode dra only\n";
+    return kExitUsage;
+  }
+  if (instance.id.find_first_of("/ \t") != std::string::npos) {
+    std::cerr << "mgpu-device-plugin: --instance-id \"" << instance.id
+              << "\" is not a pod UID (it names socket files: no slash or space)\n";
+    return kExitUsage;
+  }
   auto lock =
       FileLock::Take(config->isolation.guard_state_directory + "/.node-daemon.lock",
                      "another mgpu node daemon serves this node's cards (a node serves them through the "
-                     "device plugin or DRA, never both)");
+                     "device plugin or DRA, never both; only DRA instances with an --instance-id run together)",
+                     instance.id.empty() ? FileLock::Mode::kExclusive : FileLock::Mode::kShared);
   if (!lock.ok()) {
     std::cerr << "mgpu-device-plugin: " << lock.message() << '\n';
     return kExitServe;
@@ -103,7 +117,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<dra::Daemon> driver;
   Status started;
   if (mode == NodeMode::kDra) {
-    driver = std::make_unique<dra::Daemon>(std::move(*config), node, std::move(*backend));
+    driver = std::make_unique<dra::Daemon>(std::move(*config), node, std::move(*backend), instance);
     started = driver->Start(std::move(*cluster));
   } else {
     plugin = std::make_unique<dp::Daemon>(std::move(*config), node, std::move(*backend));

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "common/file.h"
 
@@ -88,53 +89,99 @@ Result<std::unique_ptr<PreparedClaims>> PreparedClaims::Open(const std::string& 
   fs::create_directories(fs::path(path).parent_path(), ec);
   if (ec) return Error{"cannot create the folder of the checkpoint " + path + ": " + ec.message()};
   std::unique_ptr<PreparedClaims> out(new PreparedClaims(path));
-  if (!fs::exists(path, ec)) return out;
-  Result<std::string> text = ReadFile(path);
-  if (!text.ok()) return Error{"cannot read the checkpoint " + path};
-  auto claims = DecodeCheckpoint(*text);
-  if (!claims.ok())
-    return Error{
-        "the checkpoint " + path + " cannot be used: " + claims.message() +
-        "; move it away to start with no prepared claims (the kubelet prepares running pods' claims again)"};
-  out->claims_ = std::move(*claims);
+  std::optional<FileLock> lock;
+  auto claims = out->Read(FileLock::Mode::kShared, lock);
+  if (!claims.ok()) return claims.error();
+  out->last_read_ = std::move(*claims);
   return out;
 }
 
+Result<std::map<std::string, PreparedClaim>> PreparedClaims::Read(FileLock::Mode mode,
+                                                                   std::optional<FileLock>& lock) const {
+  auto taken = FileLock::Wait(path_ + ".lock", mode);
+  if (!taken.ok()) return taken.error();
+  lock.emplace(std::move(*taken));
+  std::error_code ec;
+  if (!fs::exists(path_, ec)) return std::map<std::string, PreparedClaim>{};
+  Result<std::string> text = ReadFile(path_);
+  if (!text.ok()) return Error{"cannot read the checkpoint " + path_};
+  auto claims = DecodeCheckpoint(*text);
+  if (!claims.ok())
+    return Error{
+        "the checkpoint " + path_ + " cannot be used: " + claims.message() +
+        "; move it away to start with no prepared claims (the kubelet prepares running pods' claims again)"};
+  return claims;
+}
+
+Result<PreparedClaims::Held> PreparedClaims::Hold() const {
+  std::optional<FileLock> lock;
+  auto claims = Read(FileLock::Mode::kExclusive, lock);
+  if (!claims.ok()) return claims.error();
+  return Held(*this, std::move(*lock), std::move(*claims));
+}
+
+std::map<std::string, PreparedClaim> PreparedClaims::Stored() const {
+  std::optional<FileLock> lock;
+  auto claims = Read(FileLock::Mode::kShared, lock);
+  std::lock_guard guard(mu_);
+  if (claims.ok()) {
+    last_read_ = std::move(*claims);
+  } else {
+    spdlog::error("{}; answering with the claims read last", claims.message());
+  }
+  return last_read_;
+}
+
 std::optional<PreparedClaim> PreparedClaims::Find(const std::string& uid) const {
-  std::lock_guard lock(mu_);
+  auto claims = Stored();
+  auto it = claims.find(uid);
+  if (it == claims.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<PreparedClaim> PreparedClaims::All() const {
+  std::vector<PreparedClaim> out;
+  for (auto& [uid, c] : Stored()) out.push_back(std::move(c));
+  return out;
+}
+
+Status PreparedClaims::Add(PreparedClaim claim) {
+  auto held = Hold();
+  if (!held.ok()) return held.error();
+  return held->Add(std::move(claim));
+}
+
+Status PreparedClaims::Remove(const std::string& uid) {
+  auto held = Hold();
+  if (!held.ok()) return held.error();
+  return held->Remove(uid);
+}
+
+std::optional<PreparedClaim> PreparedClaims::Held::Find(const std::string& uid) const {
   auto it = claims_.find(uid);
   if (it == claims_.end()) return std::nullopt;
   return it->second;
 }
 
-std::vector<PreparedClaim> PreparedClaims::All() const {
-  std::lock_guard lock(mu_);
-  std::vector<PreparedClaim> out;
-  for (const auto& [uid, c] : claims_) out.push_back(c);
-  return out;
-}
-
-Status PreparedClaims::Add(PreparedClaim claim) {
-  std::lock_guard lock(mu_);
+Status PreparedClaims::Held::Add(PreparedClaim claim) {
   auto next = claims_;
   next[claim.uid] = std::move(claim);
-  if (Status s = WriteLocked(next); !s.ok()) return s;
-  claims_ = std::move(next);
-  return Status::Ok();
+  return Write(std::move(next));
 }
 
-Status PreparedClaims::Remove(const std::string& uid) {
-  std::lock_guard lock(mu_);
+Status PreparedClaims::Held::Remove(const std::string& uid) {
   if (!claims_.count(uid)) return Status::Ok();
   auto next = claims_;
   next.erase(uid);
-  if (Status s = WriteLocked(next); !s.ok()) return s;
-  claims_ = std::move(next);
-  return Status::Ok();
+  return Write(std::move(next));
 }
 
-Status PreparedClaims::WriteLocked(const std::map<std::string, PreparedClaim>& claims) const {
-  return WriteFileAtomically(path_, EncodeCheckpoint(claims), 0600);
+Status PreparedClaims::Held::Write(std::map<std::string, PreparedClaim> next) {
+  if (Status s = WriteFileAtomically(owner_.path_, EncodeCheckpoint(next), 0600); !s.ok()) return s;
+  claims_ = std::move(next);
+  std::lock_guard guard(owner_.mu_);
+  owner_.last_read_ = claims_;
+  return Status::Ok();
 }
 
 }  // namespace mgpu::dra

@@ -22,8 +22,12 @@ class Daemon::ApiClaims final : public ClaimReader {
   kube::Client& client_;
 };
 
-Daemon::Daemon(Config config, std::string node_name, std::unique_ptr<dp::GpuBackend> backend)
-    : config_(std::move(config)), node_(std::move(node_name)), backend_(std::move(backend)) {}
+Daemon::Daemon(Config config, std::string node_name, std::unique_ptr<dp::GpuBackend> backend,
+               PluginInstance instance)
+    : config_(std::move(config)),
+      node_(std::move(node_name)),
+      instance_(std::move(instance)),
+      backend_(std::move(backend)) {}
 
 Daemon::~Daemon() { Stop(); }
 
@@ -48,17 +52,18 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   if (!client.ok()) return client.error();
   client_ = std::move(*client);
   reader_ = std::make_unique<ApiClaims>(*client_);
-  spdlog::info("node={} mode=dra driver={} backend={} cards={} isolation={} prepared_claims={}", node_,
-               DriverName(config_), backend_->Name(), cards_.size(), Name(config_.isolation.backend),
-               claims_->All().size());
+  spdlog::info("node={} mode=dra driver={} instance={} backend={} cards={} isolation={} prepared_claims={}",
+               node_, DriverName(config_), instance_.id.empty() ? "-" : instance_.id, backend_->Name(),
+               cards_.size(), Name(config_.isolation.backend), claims_->All().size());
 
   state_ = std::make_unique<dp::DeviceState>(cards);
   health_ = std::make_unique<dp::HealthWatcher>(*backend_, *state_);
   preparer_ = std::make_unique<Preparer>(config_, node_, cards_, *state_, *claims_, *reader_);
   if (int removed = preparer_->RemoveOrphanSpecs(); removed > 0)
     spdlog::info("node={} removed {} CDI specs of no prepared claim", node_, removed);
-  publisher_ = std::make_unique<SlicePublisher>(config_, node_, cards_, *client_, *state_, MGPU_VERSION);
-  plugin_ = std::make_unique<KubeletPlugin>(config_, node_, *preparer_, *state_);
+  publisher_ =
+      std::make_unique<SlicePublisher>(config_, node_, cards_, *client_, *state_, MGPU_VERSION, instance_.id);
+  plugin_ = std::make_unique<KubeletPlugin>(config_, node_, *preparer_, *state_, instance_);
 
   health_->Start();
   publisher_->Start();

@@ -26,7 +26,10 @@ namespace mgpu::dra {
 
 class Daemon {
  public:
-  Daemon(Config config, std::string node_name, std::unique_ptr<dp::GpuBackend> backend);
+  // `instance`: this instance's id and ready file (plugin.h); an id lets a second instance run beside it
+  // during a rolling update, sharing the checkpoint, the CDI specs and the slices.
+  Daemon(Config config, std::string node_name, std::unique_ptr<dp::GpuBackend> backend,
+         PluginInstance instance = {});
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -35,7 +38,8 @@ class Daemon {
   // prepared claim owns), starts publishing the node's slices and serves and registers the kubelet plugin. An
   // API server that cannot be reached is retried in the background. Call at most once.
   Status Start(kube::ClusterConfig cluster);
-  // Stops every thread and server within seconds; idempotent. The slices and the checkpoint stay.
+  // Stops every thread and server within seconds; idempotent. The slices, the checkpoint and the CDI specs
+  // stay (the other instance of a rolling update, or the next start, serves with them).
   void Stop();
 
   const std::string& node() const { return node_; }
@@ -50,6 +54,7 @@ class Daemon {
 
   Config config_;
   const std::string node_;
+  const PluginInstance instance_;
   std::unique_ptr<dp::GpuBackend> backend_;
   std::vector<NodeCard> cards_;
   std::unique_ptr<kube::Client> client_;

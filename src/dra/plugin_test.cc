@@ -6,6 +6,11 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
 #include <filesystem>
 
 #include "dra/cdi.h"
@@ -131,6 +136,122 @@ TEST_F(PluginTest, HealthStreamSendsEveryDeviceAtOnceAndEachChange) {
   EXPECT_NE(message.devices(0).message().find("GPU-a"), std::string::npos);
   context.TryCancel();
   while (stream->Read(&message)) {
+  }
+}
+
+// A unix socket at `path` that nobody answers on: bound, then closed without unlinking (what a process
+// killed with SIGKILL leaves).
+void DeadSocket(const std::string& path) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof address.sun_path - 1);
+  ASSERT_EQ(bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0) << path;
+  close(fd);
+}
+
+constexpr const char* kOld = "0b0a0000-0000-4000-8000-000000000001";
+constexpr const char* kNew = "0b0a0000-0000-4000-8000-000000000002";
+constexpr const char* kDead = "0b0a0000-0000-4000-8000-00000000dead";
+
+// The two instances of a rolling update (docs/dra.md §1): each on sockets of its own, both registered and
+// serving at once, on one checkpoint and CDI folder; the kubelet may prepare a claim through one and
+// unprepare it through the other. The old one's SIGTERM takes its sockets and ready file, not the new one's.
+TEST_F(PluginTest, TwoInstancesServeTogetherOnSocketsOfTheirOwn) {
+  plugin_->Stop();
+  EXPECT_EQ(PluginSocketPath(config_, kOld), config_.dra.kubelet_root_dir + "/plugins/mgpu.io/dra-" +
+                                                 std::string(kOld) + ".sock");
+  EXPECT_EQ(RegistrationSocketPath(config_, kOld), config_.dra.kubelet_root_dir + "/plugins_registry/mgpu.io-" +
+                                                       std::string(kOld) + "-reg.sock");
+  std::vector<NodeCard> cards{{state_.Cards()[0], 24576, "", {}}};
+  auto new_claims = PreparedClaims::Open(dir_.path() + "/state/checkpoint.json").value();
+  Preparer new_preparer(config_, "node-a", cards, state_, *new_claims, api_);
+  KubeletPlugin old_instance(config_, "node-a", *preparer_, state_, {kOld, dir_.path() + "/old.ready"});
+  KubeletPlugin new_instance(config_, "node-a", new_preparer, state_, {kNew, dir_.path() + "/new.ready"});
+  ASSERT_TRUE(old_instance.Start().ok());
+  ASSERT_TRUE(new_instance.Start().ok());
+  for (const char* id : {kOld, kNew}) {
+    SCOPED_TRACE(id);
+    auto registration = pluginregistration::Registration::NewStub(Dial(RegistrationSocketPath(config_, id)));
+    pluginregistration::PluginInfo info;
+    ASSERT_TRUE(registration->GetInfo(Context().get(), {}, &info).ok());
+    EXPECT_EQ(info.name(), "mgpu.io");
+    EXPECT_EQ(info.endpoint(), PluginSocketPath(config_, id));
+    pluginregistration::RegistrationStatus status;
+    status.set_plugin_registered(true);
+    pluginregistration::RegistrationStatusResponse reply;
+    ASSERT_TRUE(registration->NotifyRegistrationStatus(Context().get(), status, &reply).ok());
+  }
+  EXPECT_TRUE(old_instance.Registered() && new_instance.Registered());
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/old.ready"));
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/new.ready"));
+
+  api_.Put(test::Claim("c", "u1",
+                       json::array({test::Result("gpu-0-fixed", {{"cores", "30"}, {"memory", "4Gi"}})})));
+  drapb::NodePrepareResourcesRequest request;
+  drapb::Claim* c = request.add_claims();
+  c->set_namespace_("default");
+  c->set_uid("u1");
+  c->set_name("c");
+  drapb::NodePrepareResourcesResponse prepared;
+  ASSERT_TRUE(drapb::DRAPlugin::NewStub(Dial(PluginSocketPath(config_, kOld)))
+                  ->NodePrepareResources(Context().get(), request, &prepared)
+                  .ok());
+  ASSERT_EQ(prepared.claims().at("u1").error(), "");
+  // The new instance answers the kubelet's repeated call from the shared checkpoint, reading no claim.
+  drapb::NodePrepareResourcesResponse again;
+  ASSERT_TRUE(drapb::DRAPlugin::NewStub(Dial(PluginSocketPath(config_, kNew)))
+                  ->NodePrepareResources(Context().get(), request, &again)
+                  .ok());
+  EXPECT_EQ(again.claims().at("u1").SerializeAsString(), prepared.claims().at("u1").SerializeAsString());
+  EXPECT_EQ(new_preparer.claim_reads(), 0u);
+
+  old_instance.Stop();
+  EXPECT_FALSE(std::filesystem::exists(RegistrationSocketPath(config_, kOld)));
+  EXPECT_FALSE(std::filesystem::exists(PluginSocketPath(config_, kOld)));
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/old.ready"));
+  EXPECT_TRUE(std::filesystem::exists(RegistrationSocketPath(config_, kNew)));
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/new.ready"));
+  EXPECT_TRUE(std::filesystem::exists(CdiSpecPath("u1", config_))) << "the CDI spec stays with the claim";
+
+  drapb::NodeUnprepareResourcesRequest undo;
+  *undo.add_claims() = *c;
+  drapb::NodeUnprepareResourcesResponse undone;
+  ASSERT_TRUE(drapb::DRAPlugin::NewStub(Dial(PluginSocketPath(config_, kNew)))
+                  ->NodeUnprepareResources(Context().get(), undo, &undone)
+                  .ok());
+  EXPECT_EQ(undone.claims().at("u1").error(), "");
+  EXPECT_FALSE(std::filesystem::exists(CdiSpecPath("u1", config_)));
+  EXPECT_TRUE(claims_->All().empty());
+}
+
+// At start an instance removes the sockets nobody answers on of the driver's instances (a SIGKILLed pod's,
+// which the kubelet keeps registered) and its own of an earlier run; a live instance's sockets and other
+// drivers' stay.
+TEST_F(PluginTest, AStartRemovesDeadInstancesSocketsOnly) {
+  plugin_->Stop();
+  KubeletPlugin live(config_, "node-a", *preparer_, state_, {kOld, ""});
+  ASSERT_TRUE(live.Start().ok());
+  const std::string registry = config_.dra.kubelet_root_dir + "/plugins_registry/";
+  const std::vector<std::string> dead = {RegistrationSocketPath(config_, kDead), PluginSocketPath(config_, kDead),
+                                         RegistrationSocketPath(config_), PluginSocketPath(config_)};
+  const std::vector<std::string> others = {registry + "mgpu.io-foo-reg.sock", registry + "other.io-reg.sock"};
+  for (const std::string& path : dead) DeadSocket(path);
+  for (const std::string& path : others) DeadSocket(path);
+  // This instance's own sockets of an earlier run (a container restarted in the same pod): replaced.
+  DeadSocket(RegistrationSocketPath(config_, kNew));
+
+  KubeletPlugin starting(config_, "node-a", *preparer_, state_, {kNew, ""});
+  ASSERT_TRUE(starting.Start().ok());
+  for (const std::string& path : dead) EXPECT_FALSE(std::filesystem::exists(path)) << path;
+  for (const std::string& path : others) EXPECT_TRUE(std::filesystem::exists(path)) << path;
+  for (const char* id : {kOld, kNew}) {
+    pluginregistration::PluginInfo info;
+    EXPECT_TRUE(pluginregistration::Registration::NewStub(Dial(RegistrationSocketPath(config_, id)))
+                    ->GetInfo(Context().get(), {}, &info)
+                    .ok())
+        << id << " answers";
   }
 }
 

@@ -120,10 +120,16 @@ PrepareOutcome Preparer::PrepareNew(const ClaimRef& ref) {
                                     offline ? share->reclaimed_core_per_card : share->core_per_card,
                                     share->memory_per_card_mib, config_.isolation, share->policy, ref.uid);
   const std::string path = CdiSpecPath(ref.uid, config_);
+  // The spec written and the claim recorded with the checkpoint held: the other instance of a rolling update
+  // may have prepared the claim meanwhile (its answer stands), and its start's removal of CDI specs of no
+  // prepared claim must not fall between the two.
+  auto checkpoint = claims_.Hold();
+  if (!checkpoint.ok()) return {{}, "claim " + Who(ref) + ": " + checkpoint.message()};
+  if (auto done = checkpoint->Find(ref.uid)) return {done->devices, ""};
   if (Status s = WriteCdiSpec(path, CdiSpec(ref.uid, environment, nodes, config_)); !s.ok())
     return {{}, "claim " + Who(ref) + ": " + s.message()};
   PreparedClaim record{ref.uid, ref.ns, ref.name, allocation->answer, path};
-  if (Status s = claims_.Add(record); !s.ok()) {
+  if (Status s = checkpoint->Add(record); !s.ok()) {
     (void)RemoveCdiSpec(path);
     return {{}, "claim " + Who(ref) + ": " + s.message()};
   }
@@ -137,8 +143,10 @@ PrepareOutcome Preparer::PrepareNew(const ClaimRef& ref) {
 
 std::string Preparer::Unprepare(const ClaimRef& claim) {
   Turn turn(*this, claim.uid);
-  const auto done = claims_.Find(claim.uid);
-  if (Status s = claims_.Remove(claim.uid); !s.ok()) return "claim " + Who(claim) + ": " + s.message();
+  auto held = claims_.Hold();
+  if (!held.ok()) return "claim " + Who(claim) + ": " + held.message();
+  const auto done = held->Find(claim.uid);
+  if (Status s = held->Remove(claim.uid); !s.ok()) return "claim " + Who(claim) + ": " + s.message();
   const std::string path = done ? done->cdi_spec : CdiSpecPath(claim.uid, config_);
   if (Status s = RemoveCdiSpec(path); !s.ok()) return "claim " + Who(claim) + ": " + s.message();
   if (done) spdlog::info("claim={} uid={} unprepared", Who(claim), claim.uid);
@@ -146,9 +154,14 @@ std::string Preparer::Unprepare(const ClaimRef& claim) {
 }
 
 int Preparer::RemoveOrphanSpecs() {
+  auto held = claims_.Hold();  // so that no other instance records a claim between its spec and this check
+  if (!held.ok()) {
+    spdlog::error("no CDI spec removed: {}", held.message());
+    return 0;
+  }
   int removed = 0;
   for (const std::string& uid : ListCdiSpecs(config_)) {
-    if (claims_.Find(uid)) continue;
+    if (held->Find(uid)) continue;
     if (RemoveCdiSpec(CdiSpecPath(uid, config_)).ok()) {
       spdlog::info("uid={} CDI spec of no prepared claim removed", uid);
       removed++;

@@ -2,7 +2,8 @@
 // the wire: read the claim once from the API server (never for a claim already prepared), check its
 // allocation, write its CDI spec, record it in the prepared-claims state; and the reverse. Idempotent and
 // safe to call concurrently: calls for one claim UID run one at a time, calls for different claims in
-// parallel. Every refusal is one sentence naming the claim.
+// parallel, and beside the other instance of a rolling update on the same checkpoint and CDI folder (a
+// claim's spec is written and its claim recorded with the checkpoint held). Every refusal is one sentence naming the claim.
 #pragma once
 
 #include <atomic>

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <set>
 
 #include "common/dra.h"
 #include "deviceplugin/node_publisher.h"
+#include "dra/plugin.h"
 #include "dra/slices.h"
 
 namespace mgpu::dra {
@@ -24,16 +26,41 @@ int64_t GenerationOf(const Json& slice) {
   return g && g->is_number_integer() ? g->get<int64_t>() : 0;
 }
 
+std::string PublisherAnnotation(const Config& config) { return config.resource_domain + "/dra-publisher"; }
+
+// "<start time>/<id>", the start time as 20 digits so that the text orders as the times do.
+std::string PublisherName(const std::string& instance) {
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  char started[32];
+  std::snprintf(started, sizeof started, "%020lld", static_cast<long long>(now.count()));
+  return std::string(started) + "/" + instance;
+}
+
 }  // namespace
 
 SlicePublisher::SlicePublisher(const Config& config, std::string node, std::vector<NodeCard> cards,
-                               kube::Client& client, const dp::DeviceState& state, std::string version)
+                               kube::Client& client, const dp::DeviceState& state, std::string version,
+                               std::string instance)
     : config_(config),
       node_(std::move(node)),
       cards_(std::move(cards)),
       client_(client),
       state_(state),
-      version_(std::move(version)) {}
+      version_(std::move(version)),
+      publisher_(PublisherName(instance)) {}
+
+std::optional<std::string> SlicePublisher::NewerPublisher(const std::map<std::string, Json>& stored) const {
+  const std::string annotation = PublisherAnnotation(config_);
+  for (const auto& [name, s] : stored) {
+    const Json* writer = FindPath(s, {"metadata", "annotations", annotation.c_str()});
+    if (writer == nullptr || !writer->is_string() || writer->get<std::string>() <= publisher_) continue;
+    const std::string text = writer->get<std::string>();
+    const std::string id = text.substr(text.find('/') + 1);
+    if (!id.empty() && InstanceAnswers(config_, id)) return id;
+  }
+  return std::nullopt;
+}
 
 SlicePublisher::~SlicePublisher() { Stop(); }
 
@@ -73,7 +100,6 @@ void SlicePublisher::Run() {
   // The node's labels for nodeSelector, and its cards as D/gpu-dra-inventory instead of the device plugin's
   // D/gpu-inventory: the extender scores DRA pods with them and places no device-plugin pod here.
   bool node_done = false, node_failing = false;
-  bool first = true;
   uint64_t seen = state_.Generation() - 1;
   while (!thread_.stopping()) {
     if (!node_done) {
@@ -92,8 +118,7 @@ void SlicePublisher::Run() {
     if (synced) {
       dirty_ = false;
       seen = state_.Generation();
-      ok = Reconcile(state_.Cards(), first);
-      first = first && !ok;
+      ok = Reconcile(state_.Cards());
     }
     up_to_date_ = ok;
     const auto wait = ok && node_done ? kIdle : kRetry;
@@ -101,7 +126,7 @@ void SlicePublisher::Run() {
   }
 }
 
-bool SlicePublisher::Reconcile(const std::vector<Card>& health, bool force_new_generation) {
+bool SlicePublisher::Reconcile(const std::vector<Card>& health) {
   std::vector<NodeCard> cards = cards_;
   for (NodeCard& c : cards) {
     for (const Card& h : health) {
@@ -122,18 +147,31 @@ bool SlicePublisher::Reconcile(const std::vector<Card>& health, bool force_new_g
     newest = std::max(newest, GenerationOf(s));
     generations.insert(GenerationOf(s));
   }
-  bool same = !force_new_generation && stored.size() == wanted.size() && generations.size() == 1;
+  // Slices that already say what the cards say, all of one generation, are adopted as they are: those of an
+  // earlier life of this daemon, or of the other instance of a rolling update.
+  bool same = stored.size() == wanted.size() && generations.size() == 1;
   for (const Json& w : wanted) {
     auto it = stored.find(MetadataString(w, "name"));
     same = same && it != stored.end() && SameSpec(it->second, w);
   }
-  if (same) return true;
+  if (same) {
+    generation_ = *generations.begin();
+    return true;
+  }
+  if (auto newer = NewerPublisher(stored)) {
+    if (!deferring_)
+      spdlog::info("node={} the pool is published by the newer instance {}: this one leaves it", node_, *newer);
+    deferring_ = true;
+    return false;
+  }
+  deferring_ = false;
 
   const int64_t generation = newest + 1;
   wanted = BuildSlices(node_, cards, config_, generation);
   std::set<std::string> names;
   for (Json& w : wanted) {
     const std::string name = MetadataString(w, "name");
+    w["metadata"]["annotations"][PublisherAnnotation(config_)] = publisher_;
     names.insert(name);
     auto it = stored.find(name);
     kube::ApiResult r = [&] {

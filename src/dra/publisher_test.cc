@@ -4,9 +4,16 @@
 #include "dra/publisher.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
 
 #include "common/codec.h"
 #include "common/dra.h"
+#include "dra/plugin.h"
 #include "testing/fake_apiserver.h"
 #include "testing/test_env.h"
 
@@ -106,7 +113,7 @@ TEST_F(PublisherTest, AHealthChangeTaintsTheCardsDevicesInANewGeneration) {
     EXPECT_EQ(d.contains("taints"), d["name"].get<std::string>().starts_with("gpu-1-")) << d["name"];
 }
 
-TEST_F(PublisherTest, ARestartPublishesAboveEveryGenerationAndDropsStaleSlices) {
+TEST_F(PublisherTest, AStartPublishesAboveEveryGenerationAndDropsStaleSlices) {
   json stale = {{"metadata", {{"name", "node-a-mgpu.io-devices-9"}}},
                 {"spec",
                  {{"driver", "mgpu.io"},
@@ -118,22 +125,88 @@ TEST_F(PublisherTest, ARestartPublishesAboveEveryGenerationAndDropsStaleSlices) 
   other_node["spec"]["nodeName"] = "node-b";
   ASSERT_TRUE(api_.Create("resourceslices", stale).ok());
   ASSERT_TRUE(api_.Create("resourceslices", other_node).ok());
-  {
-    auto p = Start();
-    ASSERT_TRUE(WaitUntil([&] { return p->UpToDate() && p->generation() > 41; }));
-  }
-  // What the first life left stored: it may have published once more than it had to (its informer can see
-  // its own write before the write's answer names the version), so the restart is measured against this.
-  int64_t left = 0;
-  for (const json& s : Slices())
-    if (s["spec"]["nodeName"] == "node-a")
-      left = std::max(left, s["spec"]["pool"]["generation"].get<int64_t>());
-  ASSERT_GT(left, 41);
-  auto again = Start();
-  ASSERT_TRUE(WaitUntil([&] { return again->UpToDate() && again->generation() > left; }));
+  auto p = Start();
+  ASSERT_TRUE(WaitUntil([&] { return p->UpToDate() && p->generation() > 41; }));
   EXPECT_FALSE(api_.Get("resourceslices", "", "node-a-mgpu.io-devices-9").has_value());
   EXPECT_TRUE(api_.Get("resourceslices", "", "node-b-mgpu.io-devices-0").has_value());  // not ours
   EXPECT_EQ(Slices().size(), 3u);
+}
+
+// A restart, or the new instance of a rolling update starting beside the old one, finds the pool saying what
+// the cards say: it adopts the slices as stored (no write: same generation, same resourceVersions), and both
+// instances keep them so while they run together.
+TEST_F(PublisherTest, ARestartOrASecondInstanceAdoptsTheSlicesAsStored) {
+  auto old_instance = Start();
+  ASSERT_TRUE(WaitUntil([&] { return old_instance->UpToDate() && AllAt(old_instance->generation()); }));
+  std::map<std::string, std::string> versions;
+  const auto stored_versions = [&] {
+    std::map<std::string, std::string> out;
+    for (const json& s : Slices()) out[MetadataString(s, "name")] = MetadataString(s, "resourceVersion");
+    return out;
+  };
+  // Its informer may see its own first write before the write's answer: let it settle on one version.
+  ASSERT_TRUE(WaitUntil([&] {
+    const auto before = stored_versions();
+    return old_instance->UpToDate() && old_instance->generation() == GenerationStored() &&
+           before == (versions = stored_versions());
+  }));
+  auto new_instance = Start();
+  ASSERT_TRUE(WaitUntil([&] { return new_instance->UpToDate(); }));
+  EXPECT_EQ(new_instance->publications(), 0u);
+  EXPECT_EQ(new_instance->generation(), old_instance->generation());
+  EXPECT_EQ(stored_versions(), versions) << "a slice was written again";
+  old_instance->Stop();  // SIGTERM: the slices stay
+  EXPECT_EQ(stored_versions(), versions);
+  new_instance->Stop();
+  auto restarted = Start();
+  ASSERT_TRUE(WaitUntil([&] { return restarted->UpToDate(); }));
+  EXPECT_EQ(restarted->publications(), 0u);
+  EXPECT_EQ(stored_versions(), versions);
+}
+
+// A rolling update whose new instance publishes the pool differently (another dra.cards): the old instance,
+// seeing the pool written by a newer instance that answers on its registration socket, leaves it (no turn
+// of rewrites); once the newer one is gone (its publisher stopped, its socket closed), the old one publishes
+// again.
+TEST_F(PublisherTest, AnOlderInstanceLeavesThePoolToALiveNewerOne) {
+  testing::TempDir dir;
+  Config old_config = config_;
+  old_config.dra.kubelet_root_dir = dir.path();
+  Config new_config = old_config;
+  new_config.dra.cards = "fixed";
+  const std::string old_id = "0b0a0000-0000-4000-8000-000000000001";
+  const std::string new_id = "0b0a0000-0000-4000-8000-000000000002";
+  const std::string socket_path = RegistrationSocketPath(new_config, new_id);
+  std::filesystem::create_directories(std::filesystem::path(socket_path).parent_path());
+  const int listener = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, socket_path.c_str(), sizeof address.sun_path - 1);
+  ASSERT_EQ(bind(listener, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(listen(listener, 8), 0);
+
+  SlicePublisher old_instance(old_config, "node-a", cards_, *client_, state_, "test", old_id);
+  old_instance.Start();
+  ASSERT_TRUE(WaitUntil([&] { return old_instance.UpToDate(); }));
+  const size_t old_slices = Slices().size();
+  auto new_instance =
+      std::make_unique<SlicePublisher>(new_config, "node-a", cards_, *client_, state_, "test", new_id);
+  new_instance->Start();
+  ASSERT_TRUE(WaitUntil([&] { return new_instance->UpToDate() && !old_instance.UpToDate(); }))
+      << "the old instance did not leave the pool to the newer one";
+  const uint64_t old_writes = old_instance.publications(), new_writes = new_instance->publications();
+  const int64_t generation = GenerationStored();
+  state_.SetHealthy("GPU-b", false);  // both see it; only the newer one writes
+  ASSERT_TRUE(WaitUntil([&] { return new_instance->publications() > new_writes && new_instance->UpToDate(); }));
+  EXPECT_GT(GenerationStored(), generation);
+  EXPECT_EQ(old_instance.publications(), old_writes);
+
+  new_instance->Stop();
+  close(listener);
+  std::filesystem::remove(socket_path);
+  ASSERT_TRUE(WaitUntil([&] { return old_instance.UpToDate() && old_instance.publications() > old_writes; }))
+      << "the old instance did not take the pool back";
+  EXPECT_EQ(Slices().size(), old_slices);
 }
 
 }  // namespace

@@ -744,11 +744,33 @@ TEST_F(Deploy, DraModeRunsTheNodeDaemonAsADriverAndReachesTheExtendersWebhooks) 
   const Object* daemonset = Find("DaemonSet", MgpuNamespace(), "mgpu-dra-driver");
   ASSERT_TRUE(daemonset);
   const json& pod = daemonset->doc["spec"]["template"]["spec"];
-  const json& args = pod["containers"][0]["args"];
-  ASSERT_EQ(args.size(), 4u);
+  const json& container = pod["containers"][0];
+  const json& args = container["args"];
+  ASSERT_EQ(args.size(), 8u);
   EXPECT_EQ(args[2], "--mode");
   EXPECT_EQ(args[3], "dra");
   EXPECT_NE(pod["affinity"].dump().find("\"mgpu.io/dra\""), std::string::npos);
+  // The rolling update of docs/dra.md §1: the new pod beside the old, each on sockets of its pod UID, Ready
+  // (so the old one stopped) once the kubelet registered it, which the ready file on a volume of its own says.
+  const json& update = daemonset->doc["spec"]["updateStrategy"];
+  EXPECT_EQ(update["type"], "RollingUpdate");
+  EXPECT_EQ(update["rollingUpdate"]["maxSurge"], 1);
+  EXPECT_EQ(update["rollingUpdate"]["maxUnavailable"], 0);
+  EXPECT_EQ(args[4], "--instance-id");
+  EXPECT_EQ(args[5], "$(POD_UID)");
+  bool uid = false;
+  for (const json& e : container["env"])
+    uid |= e["name"] == "POD_UID" && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.uid";
+  EXPECT_TRUE(uid) << "POD_UID comes from the downward API's metadata.uid";
+  EXPECT_EQ(args[6], "--ready-file");
+  const std::string ready = args[7];
+  EXPECT_EQ(container["readinessProbe"]["exec"]["command"], json::array({"test", "-e", ready}));
+  bool own_volume = false;
+  for (const json& m : container["volumeMounts"])
+    for (const json& v : pod["volumes"])
+      own_volume |= v["name"] == m["name"] && v.contains("emptyDir") &&
+                    ready.rfind(m["mountPath"].get<std::string>() + "/", 0) == 0;
+  EXPECT_TRUE(own_volume) << "the ready file is on a volume of the pod's own (the root filesystem is read-only)";
   const Object* plugin = Find("DaemonSet", MgpuNamespace(), "mgpu-device-plugin");
   ASSERT_TRUE(plugin);
   EXPECT_NE(plugin->doc["spec"]["template"]["spec"]["affinity"].dump().find("\"NotIn\""), std::string::npos)
