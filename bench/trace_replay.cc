@@ -719,7 +719,7 @@ class Scheduler {
     const int64_t core = req.AsksForGpu() ? req.containers[0].core : 0;
     const auto fits = [&](size_t i) {
       const SimNode& n = nodes_[i];
-      return HostFits(n, p) && 100 * n.trace->gpus - KubeView(n).requested.scalar[kCoreResource] >= core;
+      return HostFits(n, p) && CoreLeft(n.gpu) >= core;
     };
     const size_t to_find = static_cast<size_t>(kube_.NumFeasibleNodesToFind(static_cast<int32_t>(nodes_.size())));
     feasible_ = sampler_.Sample(nodes_.size(), to_find, fits);
