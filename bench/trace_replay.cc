@@ -59,9 +59,9 @@
 #include <thread>
 #include <vector>
 
+#include "bench/kube_scheduler_model.h"
 #include "common/allocator.h"
 #include "common/defrag.h"
-#include "bench/kube_scheduler_model.h"
 #include "common/scheduler.h"
 
 namespace mgpu::bench {
@@ -244,7 +244,8 @@ struct SimNode {
   const TraceNode* trace;
   NodeState gpu;
   int64_t cpu_left, memory_left;
-  int zero_cpu_pods = 0, zero_memory_pods = 0;  // pods without that request (kube-scheduler's NonZeroRequested)
+  // Pods without a cpu or a memory request (kube-scheduler's NonZeroRequested counts them at its defaults).
+  int zero_cpu_pods = 0, zero_memory_pods = 0;
 };
 
 // The mgpu request a trace pod stands for; GPU memory is not constrained (0 MiB).
@@ -721,7 +722,8 @@ class Scheduler {
       const SimNode& n = nodes_[i];
       return HostFits(n, p) && CoreLeft(n.gpu) >= core;
     };
-    const size_t to_find = static_cast<size_t>(kube_.NumFeasibleNodesToFind(static_cast<int32_t>(nodes_.size())));
+    const size_t to_find =
+        static_cast<size_t>(kube_.NumFeasibleNodesToFind(static_cast<int32_t>(nodes_.size())));
     feasible_ = sampler_.Sample(nodes_.size(), to_find, fits);
     if (feasible_.empty()) return SIZE_MAX;
     std::vector<std::string> resources;
@@ -750,11 +752,12 @@ class Scheduler {
   static KubeNodeView KubeView(const SimNode& n) {
     KubeNodeView v;
     v.allocatable = {n.trace->cpu_milli, n.trace->memory_mib * kMiB, {{kCoreResource, 100 * n.trace->gpus}}};
-    v.requested = {n.trace->cpu_milli - n.cpu_left, (n.trace->memory_mib - n.memory_left) * kMiB,
+    v.requested = {n.trace->cpu_milli - n.cpu_left,
+                   (n.trace->memory_mib - n.memory_left) * kMiB,
                    {{kCoreResource, 100 * n.trace->gpus - CoreLeft(n.gpu)}}};
     v.nonzero_requested = v.requested;
-    v.nonzero_requested.cpu_milli += 100 * n.zero_cpu_pods;               // util.DefaultMilliCPURequest
-    v.nonzero_requested.memory += 200 * kMiB * n.zero_memory_pods;         // util.DefaultMemoryRequest
+    v.nonzero_requested.cpu_milli += 100 * n.zero_cpu_pods;         // util.DefaultMilliCPURequest
+    v.nonzero_requested.memory += 200 * kMiB * n.zero_memory_pods;  // util.DefaultMemoryRequest
     return v;
   }
   static constexpr int64_t kMiB = 1024 * 1024;
@@ -1239,7 +1242,8 @@ int Main(int argc, char** argv) {
   };
   if (departures) {
     std::erase_if(policies, [](const auto& p) {
-      return p.first == Policy::kOffline || p.first == Policy::kOfflineArrival || p.first == Policy::kAsShipped;
+      return p.first == Policy::kOffline || p.first == Policy::kOfflineArrival ||
+             p.first == Policy::kAsShipped;
     });
     RunDepartures(nodes, traces, load, policies, seeds, first_seed, threads, cluster_share);
     return 0;
@@ -1262,8 +1266,9 @@ int Main(int argc, char** argv) {
   for (const std::string& trace : traces) {
     const auto pods = load(trace);
     std::vector<Job<RunResult>> jobs = JobsFor<RunResult>(policies, seeds, first_seed);
-    RunJobs(jobs.size(), threads,
-            [&](size_t j) { jobs[j].result = Replay(nodes, pods, jobs[j].policy, jobs[j].seed, limit, *kube); });
+    RunJobs(jobs.size(), threads, [&](size_t j) {
+      jobs[j].result = Replay(nodes, pods, jobs[j].policy, jobs[j].seed, limit, *kube);
+    });
     double mgpu_at100 = NAN, offline_at100 = NAN;
     for (const auto& [policy, name] : policies) {
       std::vector<double> at100, at130, times;
