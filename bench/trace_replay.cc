@@ -1226,8 +1226,8 @@ int Main(int argc, char** argv) {
       }
     } else {
       std::cerr
-          << "usage: mgpu_trace_replay [--traces a,b] [--policies as-shipped,random,bestfit,packing,binpack,spread,"
-             "fragmentation,dra-firstfit,dra-fullest-first,dra-kube,offline,offline-arrival,defrag] "
+          << "usage: mgpu_trace_replay [--traces a,b] [--policies as-shipped,random,bestfit,packing,binpack,"
+             "spread,fragmentation,dra-firstfit,dra-fullest-first,dra-kube,offline,offline-arrival,defrag] "
              "[--seeds N] [--first-seed S] [--gen-seed S] [--trace-dir DIR] [--threads N] [--limit PODS] "
              "[--scheduler-config FILE] "
              "[--departures [--cluster-share F]]\n";
