@@ -9,6 +9,14 @@
 // resource fit), and the GPU part through mgpu's own allocator (ChooseCards). One card = 100 mgpu-core, so
 // gpu_milli is rounded to the nearest percent.
 //
+// mgpu-as-shipped is what mgpu ships (deploy/extender/scheduler-config.yaml, or --scheduler-config FILE):
+// kube-scheduler, as that file configures it (bench/kube_scheduler_model.h), looks for its sample of feasible
+// nodes from a start index that rotates from pod to pod; a pod asking for one of the extender's
+// managedResources goes to the node the extender's `choose` takes among that sample (the mgpu-fragmentation
+// cycle below, over the sample only), any other pod to the node kube-scheduler's own scores put first, and
+// the extender's model never sees it. mgpu-fragmentation is the reference "if every pod went through the
+// extender, over every feasible node".
+//
 // Policies: Random, BestFit and Packing are the paper's baselines, re-implemented in this harness from its
 // description; binpack, spread and fragmentation run the extender's own placement core (common/scheduler.h):
 // the workload model learned pod by pod and published every 16 pods as the extender publishes it, each node
@@ -30,6 +38,9 @@
 //   build/bench/mgpu_trace_replay [--traces default,gpushare40] [--policies bestfit,dra-firstfit,offline]
 //                                 [--seeds 10]
 //                                 [--first-seed 42] [--trace-dir DIR] [--threads 2] [--limit N]
+//                                 [--scheduler-config deploy/extender/scheduler-config.yaml]
+// With --limit, each seed's unallocated GPU % and failed pods by kind at the end of the prefix are printed
+// too (to set beside a real scheduler's run of the same prefix, bench/realcluster_openb.sh).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -48,6 +59,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/kube_scheduler_model.h"
 #include "common/allocator.h"
 #include "common/defrag.h"
 #include "common/scheduler.h"
@@ -141,9 +153,11 @@ enum class Policy {
   kDraKube,
   kOffline,
   kOfflineArrival,
-  kDefrag  // --departures only: mgpu-fragmentation, carrying out defragmentation plans
+  kDefrag,  // --departures only: mgpu-fragmentation, carrying out defragmentation plans
+  kAsShipped
 };
 const std::vector<std::pair<Policy, std::string>> kPolicies = {
+    {Policy::kAsShipped, "mgpu-as-shipped"},
     {Policy::kRandom, "Random"},
     {Policy::kBestFit, "BestFit"},
     {Policy::kPacking, "Packing"},
@@ -230,6 +244,8 @@ struct SimNode {
   const TraceNode* trace;
   NodeState gpu;
   int64_t cpu_left, memory_left;
+  // Pods without a cpu or a memory request (kube-scheduler's NonZeroRequested counts them at its defaults).
+  int zero_cpu_pods = 0, zero_memory_pods = 0;
 };
 
 // The mgpu request a trace pod stands for; GPU memory is not constrained (0 MiB).
@@ -429,6 +445,8 @@ bool HostFits(const SimNode& n, const TracePod& p) {
 void BindHost(SimNode& n, const TracePod& p) {
   n.cpu_left -= p.cpu_milli;
   n.memory_left -= p.memory_mib;
+  n.zero_cpu_pods += p.cpu_milli == 0;
+  n.zero_memory_pods += p.memory_mib == 0;
   n.gpu.cpu_free_milli = n.cpu_left;
   n.gpu.host_memory_free_mib = n.memory_left;
 }
@@ -566,16 +584,19 @@ RunResult ReplayOffline(const std::vector<TraceNode>& trace_nodes, const std::ve
 // with the free core per GPU model its cache sums at that moment (kept here as pods bind and leave).
 class Scheduler {
  public:
-  Scheduler(Policy policy, std::vector<SimNode>& nodes, std::mt19937_64& rng)
+  Scheduler(Policy policy, std::vector<SimNode>& nodes, std::mt19937_64& rng, const KubeSchedulerModel& kube)
       : policy_(policy),
+        kube_(kube),
         dra_(policy == Policy::kDraFirstFit || policy == Policy::kDraFullestFirst ||
              policy == Policy::kDraKube),
         mgpu_policy_(policy == Policy::kBinpack || policy == Policy::kSpread ||
-                     policy == Policy::kFragmentation || (dra_ && policy != Policy::kDraKube)),
+                     policy == Policy::kFragmentation || policy == Policy::kAsShipped ||
+                     (dra_ && policy != Policy::kDraKube)),
         nodes_(nodes),
         rng_(rng) {
     if (policy == Policy::kSpread) node_policy_ = NodePolicy::kSpread;
-    if (policy == Policy::kFragmentation || dra_) node_policy_ = NodePolicy::kFragmentation;
+    if (policy == Policy::kFragmentation || policy == Policy::kAsShipped || dra_)
+      node_policy_ = NodePolicy::kFragmentation;
     for (const SimNode& n : nodes_) free_core_[n.gpu.product] += 100.0 * n.trace->gpus;
   }
 
@@ -584,7 +605,8 @@ class Scheduler {
     PodRequest req = RequestOf(p);
     req.uid = uid;
     req.node_policy = node_policy_;
-    if (policy_ == Policy::kFragmentation || dra_) req.card_policy = CardPolicy::kFragmentation;
+    if (policy_ == Policy::kFragmentation || policy_ == Policy::kAsShipped || dra_)
+      req.card_policy = CardPolicy::kFragmentation;
     return req;
   }
 
@@ -593,30 +615,14 @@ class Scheduler {
   size_t Schedule(const TracePod& p, const PodRequest& req, Assignment& cards) {
     feasible_.clear();
     size_t pick = SIZE_MAX;
+    if (policy_ == Policy::kAsShipped) return ScheduleAsShipped(p, req, cards);
     if (mgpu_policy_) {
       // The extender's own cycle (common/scheduler.h) over the nodes kube-scheduler's filters leave; CPU-only
       // pods reach the extender too when its managedResources are left empty, and always fit.
-      candidates_.clear();
-      for (size_t i = 0; i < nodes_.size(); ++i) {
-        if (!HostFits(nodes_[i], p)) continue;
-        feasible_.push_back(i);
-        candidates_.push_back(&nodes_[i].gpu);
-      }
+      for (size_t i = 0; i < nodes_.size(); ++i)
+        if (HostFits(nodes_[i], p)) feasible_.push_back(i);
       if (dra_) return ScheduleDra(p, req, cards);
-      Result<Scheduled> scheduled = ScheduleOne(
-          candidates_, req, publisher_, [this] { return free_core_; },
-          /*with_reasons=*/false, random_pick_, placed_);
-      if (!scheduled.ok()) {
-        std::cerr << "internal error: chosen node cannot take the pod: " << scheduled.message() << "\n";
-        std::exit(1);
-      }
-      if (scheduled->node == Scheduled::kNowhere) return SIZE_MAX;
-      pick = feasible_[scheduled->node];
-      SimNode& n = nodes_[pick];
-      if (req.AsksForGpu()) free_core_[n.gpu.product] -= 100.0 * GpusOf(p);
-      BindHost(n, p);
-      cards = std::move(scheduled->assignment);
-      return pick;
+      return Extend(p, req, cards);
     }
     const ModelPublisher::Published model = publisher_.Observe(req, [this] { return free_core_; });
     const WorkloadModel* workload = model.model.get();
@@ -669,6 +675,8 @@ class Scheduler {
     }
     n.cpu_left += p.cpu_milli;
     n.memory_left += p.memory_mib;
+    n.zero_cpu_pods -= p.cpu_milli == 0;
+    n.zero_memory_pods -= p.memory_mib == 0;
     n.gpu.cpu_free_milli = n.cpu_left;
     n.gpu.host_memory_free_mib = n.memory_left;
   }
@@ -683,6 +691,78 @@ class Scheduler {
   const WorkloadModel* model() const { return publisher_.Current().model.get(); }
 
  private:
+  // The extender's cycle (common/scheduler.h, ScheduleOne) over the nodes in feasible_: puts `p` on the node
+  // it chooses, as Schedule says.
+  size_t Extend(const TracePod& p, const PodRequest& req, Assignment& cards) {
+    candidates_.clear();
+    for (size_t i : feasible_) candidates_.push_back(&nodes_[i].gpu);
+    Result<Scheduled> scheduled = ScheduleOne(
+        candidates_, req, publisher_, [this] { return free_core_; },
+        /*with_reasons=*/false, random_pick_, placed_);
+    if (!scheduled.ok()) {
+      std::cerr << "internal error: chosen node cannot take the pod: " << scheduled.message() << "\n";
+      std::exit(1);
+    }
+    if (scheduled->node == Scheduled::kNowhere) return SIZE_MAX;
+    const size_t pick = feasible_[scheduled->node];
+    SimNode& n = nodes_[pick];
+    if (req.AsksForGpu()) free_core_[n.gpu.product] -= 100.0 * GpusOf(p);
+    BindHost(n, p);
+    cards = std::move(scheduled->assignment);
+    return pick;
+  }
+
+  // mgpu-as-shipped: kube-scheduler's sample of feasible nodes (its filters: CPU, memory, the GPU model's
+  // node selector and the sum of mgpu-core the node advertises against what its pods request), then the
+  // extender's `choose` over that sample for a pod the extender sees (one node comes back, which
+  // kube-scheduler binds without scoring: schedule_one.go, schedulePod), kube-scheduler's scores otherwise.
+  size_t ScheduleAsShipped(const TracePod& p, const PodRequest& req, Assignment& cards) {
+    const int64_t core = req.AsksForGpu() ? req.containers[0].core : 0;
+    const auto fits = [&](size_t i) {
+      const SimNode& n = nodes_[i];
+      return HostFits(n, p) && CoreLeft(n.gpu) >= core;
+    };
+    const size_t to_find =
+        static_cast<size_t>(kube_.NumFeasibleNodesToFind(static_cast<int32_t>(nodes_.size())));
+    feasible_ = sampler_.Sample(nodes_.size(), to_find, fits);
+    if (feasible_.empty()) return SIZE_MAX;
+    std::vector<std::string> resources;
+    if (core > 0) resources.push_back(kCoreResource);
+    if (kube_.ExtenderIsInterested(resources)) return Extend(p, req, cards);
+    KubeAmounts pod{p.cpu_milli, p.memory_mib * kMiB, {}};
+    if (core > 0) pod.scalar[kCoreResource] = core;
+    scores_.clear();
+    for (size_t i : feasible_) scores_.push_back(kube_.Score(KubeView(nodes_[i]), pod));
+    const size_t pick = feasible_[TopScoredNode(scores_)];
+    SimNode& n = nodes_[pick];
+    // Without the extender a GPU pod (managedResources not listing mgpu-core) still gets cards: mgpu's
+    // allocator on the node kube-scheduler chose, or no placement when they do not fit there.
+    Result<Assignment> chosen = Assignment{};
+    if (req.AsksForGpu()) {
+      if (!Place(n.gpu, req, publisher_.Current().model.get(), placed_)) return SIZE_MAX;
+      chosen = ChooseCards(n.gpu, req, publisher_.Current().model.get());
+      free_core_[n.gpu.product] -= 100.0 * GpusOf(p);
+    }
+    Bind(n, p, req, chosen);
+    cards = chosen.ok() ? std::move(*chosen) : Assignment{};
+    return pick;
+  }
+
+  // A node as kube-scheduler's cache sees it: memory in bytes, mgpu-core in percent of a card.
+  static KubeNodeView KubeView(const SimNode& n) {
+    KubeNodeView v;
+    v.allocatable = {n.trace->cpu_milli, n.trace->memory_mib * kMiB, {{kCoreResource, 100 * n.trace->gpus}}};
+    v.requested = {n.trace->cpu_milli - n.cpu_left,
+                   (n.trace->memory_mib - n.memory_left) * kMiB,
+                   {{kCoreResource, 100 * n.trace->gpus - CoreLeft(n.gpu)}}};
+    v.nonzero_requested = v.requested;
+    v.nonzero_requested.cpu_milli += 100 * n.zero_cpu_pods;         // util.DefaultMilliCPURequest
+    v.nonzero_requested.memory += 200 * kMiB * n.zero_memory_pods;  // util.DefaultMemoryRequest
+    return v;
+  }
+  static constexpr int64_t kMiB = 1024 * 1024;
+  static constexpr const char* kCoreResource = "mgpu.io/mgpu-core";
+
   // DRA with mgpu's prioritize: the extender's decisions and scores over the feasible nodes pick the node,
   // then kube-scheduler's allocator takes the first cards there that fit.
   size_t ScheduleDra(const TracePod& p, const PodRequest& req, Assignment& cards) {
@@ -721,6 +801,8 @@ class Scheduler {
   }
 
   const Policy policy_;
+  const KubeSchedulerModel& kube_;
+  NodeSampler sampler_;
   const bool dra_;
   const bool mgpu_policy_;
   NodePolicy node_policy_ = NodePolicy::kBinpack;
@@ -739,7 +821,7 @@ class Scheduler {
 };
 
 RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<TracePod>& sorted,
-                 Policy policy, uint32_t seed, size_t limit) {
+                 Policy policy, uint32_t seed, size_t limit, const KubeSchedulerModel& kube) {
   if (policy == Policy::kOffline || policy == Policy::kOfflineArrival)
     return ReplayOffline(trace_nodes, sorted, seed, limit, policy == Policy::kOfflineArrival);
   double total_gpus = 0, total_cpu = 0;
@@ -747,7 +829,7 @@ RunResult Replay(const std::vector<TraceNode>& trace_nodes, const std::vector<Tr
   std::mt19937_64 rng(seed);
   const std::vector<TracePod> pods = Arrivals(sorted, total_gpus, rng, limit);
   std::vector<SimNode> nodes = EmptyCluster(trace_nodes);
-  Scheduler scheduler(policy, nodes, rng);
+  Scheduler scheduler(policy, nodes, rng, kube);
   Recorder record(total_gpus, total_cpu);
   std::vector<double>& decision_us = record.result().decision_us;
   decision_us.reserve(pods.size());
@@ -844,7 +926,8 @@ DepartureResult ReplayDepartures(const std::vector<TraceNode>& trace_nodes, cons
   for (const TraceNode& n : sample) out.cluster_gpus += n.gpus;
   std::mt19937_64 rng(seed);
   const bool defrag = policy == Policy::kDefrag;
-  Scheduler scheduler(defrag ? Policy::kFragmentation : policy, nodes, rng);
+  const KubeSchedulerModel no_kube;  // mgpu-as-shipped has no run with departures
+  Scheduler scheduler(defrag ? Policy::kFragmentation : policy, nodes, rng, no_kube);
 
   struct Running {
     size_t node = SIZE_MAX;
@@ -1103,6 +1186,7 @@ int Main(int argc, char** argv) {
   int first_seed = 42;
   uint32_t gen_seed = 1;
   size_t limit = 0;
+  std::string scheduler_config = MGPU_SCHEDULER_CONFIG;
   bool departures = false;
   double cluster_share = 0.5;
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
@@ -1127,6 +1211,8 @@ int Main(int argc, char** argv) {
       gen_seed = static_cast<uint32_t>(std::stoul(value));
     else if (arg == "--limit")
       limit = std::stoul(value);
+    else if (arg == "--scheduler-config")
+      scheduler_config = value;
     else if (arg == "--threads")
       threads = static_cast<unsigned>(std::stoi(value));
     else if (arg == "--policies") {
@@ -1140,9 +1226,10 @@ int Main(int argc, char** argv) {
       }
     } else {
       std::cerr
-          << "usage: mgpu_trace_replay [--traces a,b] [--policies random,bestfit,packing,binpack,spread,"
-             "fragmentation,dra-firstfit,dra-fullest-first,dra-kube,offline,offline-arrival,defrag] "
+          << "usage: mgpu_trace_replay [--traces a,b] [--policies as-shipped,random,bestfit,packing,binpack,"
+             "spread,fragmentation,dra-firstfit,dra-fullest-first,dra-kube,offline,offline-arrival,defrag] "
              "[--seeds N] [--first-seed S] [--gen-seed S] [--trace-dir DIR] [--threads N] [--limit PODS] "
+             "[--scheduler-config FILE] "
              "[--departures [--cluster-share F]]\n";
       return 2;
     }
@@ -1155,23 +1242,33 @@ int Main(int argc, char** argv) {
   };
   if (departures) {
     std::erase_if(policies, [](const auto& p) {
-      return p.first == Policy::kOffline || p.first == Policy::kOfflineArrival;
+      return p.first == Policy::kOffline || p.first == Policy::kOfflineArrival ||
+             p.first == Policy::kAsShipped;
     });
     RunDepartures(nodes, traces, load, policies, seeds, first_seed, threads, cluster_share);
     return 0;
   }
   std::erase_if(policies, [](const auto& p) { return p.first == Policy::kDefrag; });
+  Result<KubeSchedulerModel> kube = LoadKubeSchedulerModel(scheduler_config);
+  if (!kube.ok()) {
+    std::cerr << kube.message() << "\n";
+    return 2;
+  }
   const auto published = LoadPublished(dir);
   std::printf("openb trace replay: %zu nodes, seeds %d..%d, gpu_milli rounded to whole mgpu-core percent\n",
               nodes.size(), first_seed, first_seed + seeds - 1);
+  std::printf("mgpu-as-shipped: %s (percentageOfNodesToScore %d: %d of %zu nodes sampled)\n",
+              scheduler_config.c_str(), kube->percentage_of_nodes_to_score,
+              kube->NumFeasibleNodesToFind(static_cast<int32_t>(nodes.size())), nodes.size());
   std::printf("%-11s %-18s %16s %16s %9s %9s  %-20s %9s  %-20s %9s %8s %8s\n", "trace", "policy",
               "unalloc@100 %", "unalloc@130 %", "paper@100", "FGD@100", "failed@100 c/s/1/m", "cpu@100 %",
               "failed@130 c/s/1/m", "cpu@130 %", "p50 us", "p99 us");
   for (const std::string& trace : traces) {
     const auto pods = load(trace);
     std::vector<Job<RunResult>> jobs = JobsFor<RunResult>(policies, seeds, first_seed);
-    RunJobs(jobs.size(), threads,
-            [&](size_t j) { jobs[j].result = Replay(nodes, pods, jobs[j].policy, jobs[j].seed, limit); });
+    RunJobs(jobs.size(), threads, [&](size_t j) {
+      jobs[j].result = Replay(nodes, pods, jobs[j].policy, jobs[j].seed, limit, *kube);
+    });
     double mgpu_at100 = NAN, offline_at100 = NAN;
     for (const auto& [policy, name] : policies) {
       std::vector<double> at100, at130, times;
@@ -1210,6 +1307,14 @@ int Main(int argc, char** argv) {
                   fgd == published.end() ? "-" : std::to_string(fgd->second.at100).substr(0, 5).c_str(),
                   kinds(failed_at100).c_str(), cpu_unplaced_at100, kinds(failed).c_str(), cpu_unplaced,
                   us(0.5).c_str(), us(0.99).c_str());
+      // With --limit: each seed at the end of its prefix (the last mark holds the allocation then).
+      for (const Job<RunResult>& j : jobs) {
+        if (limit == 0 || j.policy != policy) continue;
+        std::printf("%-11s %-18s seed %u after %zu pods: unallocated %.2f %%, failed c/s/1/m %d/%d/%d/%d\n",
+                    trace.c_str(), name.c_str(), j.seed, limit, 100 - j.result.allocated[kThresholds - 1],
+                    j.result.failed[kCpuOnly], j.result.failed[kShare], j.result.failed[kOneGpu],
+                    j.result.failed[kMultiGpu]);
+      }
       std::fflush(stdout);
     }
     if (!std::isnan(mgpu_at100) && !std::isnan(offline_at100))

@@ -453,18 +453,34 @@ TEST_F(Deploy, SchedulerConfigsMatchWhatTheExtenderServesAndThePluginRegisters) 
     volcengine.resource_domain = "vke.volcengine.com";
     std::set<std::string> both = registered, routing = {names.dra_resource, volcengine.Names().dra_resource};
     for (mgpu::Resource r : mgpu::kAllResources) both.insert(mgpu::FullName(r, volcengine.Names()));
-    std::set<std::string> managed;
-    for (const json& r : e["managedResources"]) {
-      const std::string name = r.value("name", "");
-      managed.insert(name);
-      if (routing.count(name)) {
-        EXPECT_TRUE(r.value("ignoredByScheduler", false)) << name << ": no node advertises it";
-      } else {
-        EXPECT_FALSE(r.value("ignoredByScheduler", true)) << "kube-scheduler must also check node allocatable";
-      }
-    }
     both.insert(routing.begin(), routing.end());
-    EXPECT_EQ(managed, both);
+    if (!e.contains("managedResources")) {
+      // The extender for every pod (replacement mode as shipped, docs/placement.md): the routing resources,
+      // which no node has, must then be ignored by kube-scheduler's own fit check in every profile.
+      ASSERT_TRUE(s.doc.contains("profiles"))
+          << "no managedResources and no NodeResourcesFit ignoredResources";
+      for (const json& profile : s.doc["profiles"]) {
+        std::set<std::string> ignored;
+        for (const json& pc : profile.value("pluginConfig", json::array()))
+          if (pc.value("name", "") == "NodeResourcesFit")
+            for (const json& r : pc["args"].value("ignoredResources", json::array())) ignored.insert(r);
+        EXPECT_EQ(ignored, routing)
+            << "NodeResourcesFit must ignore the DRA routing resources, and only them";
+      }
+    } else {
+      std::set<std::string> managed;
+      for (const json& r : e["managedResources"]) {
+        const std::string name = r.value("name", "");
+        managed.insert(name);
+        if (routing.count(name)) {
+          EXPECT_TRUE(r.value("ignoredByScheduler", false)) << name << ": no node advertises it";
+        } else {
+          EXPECT_FALSE(r.value("ignoredByScheduler", true))
+              << "kube-scheduler must also check node allocatable";
+        }
+      }
+      EXPECT_EQ(managed, both);
+    }
     std::smatch timeout;
     const std::string http_timeout = e.value("httpTimeout", "5s");
     ASSERT_TRUE(std::regex_match(http_timeout, timeout, std::regex(R"((\d+)s)"))) << http_timeout;
