@@ -116,20 +116,21 @@ TEST(TopScoredNode, HighestScoreAndWithoutRandomnessOnTies) {
 }
 
 TEST(LoadKubeSchedulerModel, ReadsTheShippedFiles) {
-  // As shipped: the extender for every pod, every node looked at.
+  // As shipped: the extender for GPU pods only, kube-scheduler's adaptive sample of nodes.
   Result<KubeSchedulerModel> m =
       LoadKubeSchedulerModel(std::string(MGPU_DEPLOY_DIR) + "/extender/scheduler-config.yaml");
   ASSERT_TRUE(m.ok()) << m.message();
   EXPECT_TRUE(m->has_extender);
-  EXPECT_TRUE(m->ExtenderIsInterested({}));
-  EXPECT_EQ(m->NumFeasibleNodesToFind(1213), 1213);
   EXPECT_EQ(m->strategy, ScoringStrategy::kLeastAllocated);
-  // The variant for GPU pods only.
-  m = LoadKubeSchedulerModel(std::string(MGPU_DEPLOY_DIR) + "/extender/scheduler-config-gpu-pods.yaml");
-  ASSERT_TRUE(m.ok()) << m.message();
   EXPECT_TRUE(m->ExtenderIsInterested({"mgpu.io/mgpu-core"}));
   EXPECT_TRUE(m->ExtenderIsInterested({"vke.volcengine.com/mgpu-core"}));
   EXPECT_FALSE(m->ExtenderIsInterested({}));
+  EXPECT_EQ(m->NumFeasibleNodesToFind(1213), 497);
+  // The candidate for every pod, every node looked at.
+  m = LoadKubeSchedulerModel(std::string(MGPU_DEPLOY_DIR) + "/extender/candidates/every-pod-all-nodes.yaml");
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_TRUE(m->ExtenderIsInterested({}));
+  EXPECT_EQ(m->NumFeasibleNodesToFind(1213), 1213);
 }
 
 TEST(LoadKubeSchedulerModel, ReadsProfileSettings) {
