@@ -7,8 +7,8 @@
 # the state folder, every port is the port base plus a fixed offset, every process is stopped by its pid.
 #
 #   scripts/cluster.sh up [--state-dir DIR] [--port-base N] [--no-kubelet] [--api-nodes N]
-#                         [--api-node-cards SPEC] [--confirm-after-ms MS] [--scheduler-qps N]
-#                         [--inventory FILE] [--scheduler-config FILE]
+#                         [--api-node-cards SPEC] [--api-node-list FILE] [--confirm-after-ms MS]
+#                         [--scheduler-qps N] [--inventory FILE] [--scheduler-config FILE]
 #   scripts/cluster.sh deploy [--state-dir DIR]   mgpu as an operator installs it (scripts/cluster-deploy.sh)
 #   scripts/cluster.sh status [--state-dir DIR]   each component, running or not; exit 1 when one is down
 #   scripts/cluster.sh logs [--state-dir DIR] [--lines N]   every component's last lines
@@ -24,7 +24,9 @@
 # DIR/kubeconfig (cluster admin), DIR/env (KUBECONFIG, the ports, the binaries' folder; source it) and
 # DIR/logs/. --api-nodes N adds N nodes that only exist in the API server (nodes api-node-0000 ...), with the
 # cards of --api-node-cards (`COUNTxMiB` per node, comma-separated shapes taken in turn; default 2x24576),
-# kept Ready by mgpu-api-nodes (src/tools/); build it first (bash scripts/setup.sh mgpu-api-nodes). With
+# kept Ready by mgpu-api-nodes (src/tools/); build it first (bash scripts/setup.sh mgpu-api-nodes).
+# --api-node-list FILE instead: the API-only nodes of FILE, each with its own name, CPU, memory and cards
+# (mgpu-api-nodes --node-list; mgpu_trace_replay --export writes the openb trace's cluster so). With
 # --confirm-after-ms it also writes each GPU pod's assignment as gpu-allocated that long after its bind (the
 # device plugin's confirmation before issue 27, which it now writes only where the devices differ).
 # --scheduler-qps: kube-scheduler's client QPS and burst (default: kube-scheduler's own, 50 and 100).
@@ -66,6 +68,7 @@ port_base=${MGPU_CLUSTER_PORT_BASE:-26400}
 with_kubelet=1
 api_nodes=0
 api_node_cards=2x24576
+api_node_list=""
 confirm_after_ms=0
 scheduler_qps=""
 inventory=$repo/deploy/overlays/static-test-node/inventory.yaml
@@ -81,6 +84,7 @@ while [ $# -gt 0 ]; do
     --no-kubelet) with_kubelet=0; shift ;;
     --api-nodes) api_nodes=$2; shift 2 ;;
     --api-node-cards) api_node_cards=$2; shift 2 ;;
+    --api-node-list) api_node_list=$2; shift 2 ;;
     --confirm-after-ms) confirm_after_ms=$2; shift 2 ;;
     --scheduler-qps) scheduler_qps=$2; shift 2 ;;
     --inventory) inventory=$2; shift 2 ;;
@@ -499,12 +503,18 @@ EOF
     wait_for "node localhost is Ready" 90 kctl wait --for=condition=Ready node/localhost --timeout=2s ||
       fail_up kubelet
   fi
+  local nodes_flags=(--nodes "$api_nodes" --cards "$api_node_cards")
+  if [ -n "$api_node_list" ]; then
+    [ -f "$api_node_list" ] || die "the node list $api_node_list does not exist."
+    api_nodes=$(($(grep -c . "$api_node_list") - 1))
+    nodes_flags=(--node-list "$(cd "$(dirname "$api_node_list")" && pwd)/$(basename "$api_node_list")")
+  fi
   if [ "$api_nodes" -gt 0 ]; then
     local tool=${MGPU_BUILD_DIR:-$repo/build}/src/tools/mgpu-api-nodes
     [ -x "$tool" ] || die "$tool is not built (bash scripts/setup.sh mgpu-api-nodes)."
-    start api-nodes "$tool" --kubeconfig "$state/kubeconfig" --nodes "$api_nodes" --cards "$api_node_cards" \
+    start api-nodes "$tool" --kubeconfig "$state/kubeconfig" "${nodes_flags[@]}" \
       --confirm-after-ms "$confirm_after_ms"
-    wait_for "$api_nodes API-only nodes are Ready" 300 api_nodes_ready || fail_up api-nodes
+    wait_for "$api_nodes API-only nodes are Ready" 600 api_nodes_ready || fail_up api-nodes
   fi
   echo "cluster.sh: up; source $state/env (KUBECONFIG=$state/kubeconfig)" >&2
 }
