@@ -19,8 +19,7 @@ start_extender() {
   grep -q "listenAddress: 127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT" "$state/extender.yaml" ||
     die "deploy/base/config.yaml no longer has the listenAddress this script replaces."
   kubectl apply -f "$repo/deploy/extender/rbac.yaml" >/dev/null
-  [ -s "$state/extender.token" ] ||
-    kubectl create token mgpu-scheduler-extender -n mgpu-system --duration 48h >"$state/extender.token"
+  kubectl create token mgpu-scheduler-extender -n mgpu-system --duration 48h >"$state/extender.token"
   cat >"$state/extender.kubeconfig" <<EOF
 apiVersion: v1
 kind: Config
@@ -39,7 +38,7 @@ EOF
     --kubeconfig "$state/extender.kubeconfig" --config "$state/extender.yaml" >>"$state/logs/extender.log" 2>&1 &
   extender_pid=$!
   extender_url=https://127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT
-  until curl -sk --max-time 1 "$extender_url/readyz" >/dev/null; do
+  until curl -skf --max-time 1 "$extender_url/readyz" >/dev/null; do  # 503 until its informers are synced
     kill -0 "$extender_pid" 2>/dev/null || die "the extender exited: $(tail -5 "$state/logs/extender.log")"
     sleep 0.2
   done

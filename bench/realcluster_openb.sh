@@ -13,14 +13,19 @@
 # each pod before the next arrives. A GPU pod asks its CPU and memory (requests), its mgpu-core (the replay's
 # rounding of gpu_milli, times the cards) and 1 MiB of mgpu-memory per card (the replay constrains no GPU
 # memory; the extender needs some), and is held to its GPU models by nodeSelector or required node affinity
-# on D/gpu.product; a CPU-only pod asks only CPU and memory. A pod kube-scheduler reports unschedulable is
-# deleted at once: the replay tries a pod once and never again (kube-scheduler would try it again later).
+# on D/gpu.product; a CPU-only pod asks only CPU and memory. A GPU pod counts as placed once its node's
+# stand-in (mgpu-api-nodes --confirm-after-ms 1) has confirmed its cards, as a kubelet admits a pod within
+# a second: with nothing confirmed, the extender holds back every later pod asking the same mgpu-memory on
+# other cards of that node (the ambiguity guard, docs/design.md §5), and all of these ask the same. A pod
+# kube-scheduler tries again after an error is waited for (and counted). A pod kube-scheduler reports
+# unschedulable is deleted at once: the replay tries a pod once and never again (kube-scheduler would try
+# it again later).
 # Before each seed the pods of the one before are deleted and kube-scheduler and the extender started again
 # (both start from nothing, as the replay does: the scheduler's rotating start index, the extender's
 # workload model).
-# kube-controller-manager is paused once every node is Ready and untainted: on a loaded machine its node
-# lifecycle controller taints nodes whose leases came late, which the replay's nodes never are, and nothing
-# in placement needs it (the script checks at the end of each seed that no node is tainted or not Ready).
+# The node lifecycle controller waits an hour for a node's Lease (cluster.sh --node-grace-period 1h): on a
+# loaded machine it would taint nodes whose leases came late, which the replay's nodes never are (the script
+# waits until every node is Ready and untainted before the pods, and checks again at the end of each seed).
 # Prints per seed: unallocated GPU % over the cluster's GPUs as the replay counts it (100 less the bound pods'
 # mgpu-core over 100 per GPU: a sharing pod counts its share), at the end of the prefix and, when the prefix
 # reaches it, at the 100 % mark (the pod whose arrival brings the GPUs asked to the cluster's); the pods that
@@ -76,7 +81,8 @@ cluster_gpus=$(awk -F, 'NR > 1 {n += $4} END {print n}' "$state/trace/nodes.csv"
 cluster() { bash "$repo/scripts/cluster.sh" "$1" --state-dir "$state" --port-base "$port_base" "${@:2}"; }
 extender_pid="" watch_pids=""
 trap 'kill $watch_pids 2>/dev/null || true; kill $extender_pid 2>/dev/null || true; cluster down >/dev/null 2>&1 || true' EXIT
-cluster up --no-kubelet --api-node-list "$state/trace/nodes.csv" --scheduler-config "$scheduler_config" >&2
+cluster up --no-kubelet --node-grace-period 1h --api-node-list "$state/trace/nodes.csv" --confirm-after-ms 1 \
+  --scheduler-config "$scheduler_config" >&2
 # shellcheck source=/dev/null
 source "$state/env"
 kubectl() { "$MGPU_K8S_BIN/kubectl" "$@"; }
@@ -112,12 +118,8 @@ unfit_nodes() {
   kubectl get nodes -o json | jq '[.items[] | select((.spec.taints // []) != [] or
     ([.status.conditions[] | select(.type == "Ready" and .status == "True")] == []))] | length'
 }
-# The node lifecycle controller taints the nodes whose leases a loaded machine renewed late, which the
-# replay's nodes never are; no part of placement needs kube-controller-manager, so it is paused for the run,
-# once every node is Ready and untainted.
 for _ in $(seq 150); do [ "$(unfit_nodes)" != 0 ] || break; sleep 2; done
 [ "$(unfit_nodes)" = 0 ] || die "$(unfit_nodes) nodes are still not Ready or tainted after 300 s."
-cluster pause kube-controller-manager >&2
 
 echo "real kube-scheduler $(kubectl version -o json | jq -r .serverVersion.gitVersion) with $scheduler_config; $(($(grep -c . "$state/trace/nodes.csv") - 1)) nodes, $cluster_gpus GPUs; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
 kinds=(cpu share one multi)
@@ -133,19 +135,21 @@ for seed in "${seed_list[@]}"; do
   fi
   first_seed=0
   start_extender "$repo" "$build" "$state"
-  # Every change to the namespace's pods, one line each on watch_fd: NAME NODE-OR-- PODSCHEDULED-REASON-OR--.
+  # Every change to the namespace's pods, one line each on watch_fd: NAME NODE-OR-- PODSCHEDULED-REASON-OR--
+  # CONFIRMED (yes when the pod's D/gpu-allocated is written).
   rm -f "$state/watch.raw" "$state/watch.lines"
   mkfifo "$state/watch.raw" "$state/watch.lines"
   api -N "$pods_url?watch=1" >"$state/watch.raw" &
   watch_pids=$!
   jq --unbuffered -r '.object | [.metadata.name, (.spec.nodeName // "-"),
-    ((.status.conditions // []) | map(select(.type == "PodScheduled")) | .[0].reason // "-")] | join(" ")' \
+    ((.status.conditions // []) | map(select(.type == "PodScheduled")) | .[0].reason // "-"),
+    (if (.metadata.annotations // {}) | has("mgpu.io/gpu-allocated") then "yes" else "no" end)] | join(" ")' \
     <"$state/watch.raw" >"$state/watch.lines" &
   watch_pids+=" $!"
   exec {watch_fd}<"$state/watch.lines"
   declare -A failed=() at100_failed=()
   for k in "${kinds[@]}"; do failed[$k]=0; done
-  allocated=0 arrived=0 at100="" count=0
+  allocated=0 arrived=0 at100="" count=0 errors=0
   : >"$state/failed-$seed.txt"
   begin=$(date +%s.%N)
   while IFS=, read -r index trace_pod kind cpu memory cards core models; do
@@ -153,18 +157,22 @@ for seed in "${seed_list[@]}"; do
     code=$(pod_json "$index" "$trace_pod" "$kind" "$cpu" "$memory" "$cards" "$core" "$models" |
       api -o "$state/create.out" -w '%{http_code}' -X POST -H 'Content-Type: application/json' --data-binary @- "$pods_url")
     [ "$code" = 201 ] || die "the API server refused pod $name (HTTP $code): $(head -c 300 "$state/create.out")"
-    outcome=""
+    outcome="" last_reason=-
     while [ -z "$outcome" ]; do
-      read -r -t 120 -u "$watch_fd" seen node reason ||
+      read -r -t 120 -u "$watch_fd" seen node reason confirmed ||
         die "pod $name was neither bound nor reported unschedulable in 120 s (the watch read failed)."
       [ "$seen" = "$name" ] || continue
       if [ "$node" != - ]; then
+        # A GPU pod once its node's stand-in has confirmed its cards, as a kubelet would have admitted it:
+        # until then the extender holds back a pod asking the same mgpu-memory there (the ambiguity guard).
+        [ "$cards" = 0 ] || [ "$confirmed" = yes ] || continue
         outcome=placed
       elif [ "$reason" = Unschedulable ]; then
         outcome=failed
-      elif [ "$reason" != - ]; then
-        die "kube-scheduler could not schedule pod $name: $reason (see $state/logs/kube-scheduler.log)."
+      elif [ "$reason" != - ] && [ "$reason" != "$last_reason" ]; then
+        errors=$((errors + 1))  # kube-scheduler retries it (SchedulerError: the extender said wait)
       fi
+      last_reason=$reason
     done
     arrived=$((arrived + core))
     if [ $outcome = placed ]; then
@@ -198,7 +206,7 @@ for seed in "${seed_list[@]}"; do
   echo "seed $seed: $count pods of $trace in $(awk -v b="$begin" -v e="$end" -v n="$count" 'BEGIN {printf "%.0f s (%.0f ms a pod)", e - b, 1000 * (e - b) / n}'):" \
     "unallocated $(unallocated "$allocated") % at the end, failed c/s/1/m $(failed_text failed);" \
     "cards over capacity $over, the extender counts $extender_gpus GPUs allocated; most pods on a node $most;" \
-    "nodes not Ready or tainted $(unfit_nodes)"
+    "nodes not Ready or tainted $(unfit_nodes); $errors pods kube-scheduler tried again after an error"
   if [ -n "$at100" ]; then
     read -r n a <<<"$at100"
     echo "seed $seed: at the 100 % mark (pod $n): unallocated $(unallocated "$a") %, failed c/s/1/m $(failed_text at100_failed)"

@@ -9,6 +9,7 @@
 #   scripts/cluster.sh up [--state-dir DIR] [--port-base N] [--no-kubelet] [--api-nodes N]
 #                         [--api-node-cards SPEC] [--api-node-list FILE] [--confirm-after-ms MS]
 #                         [--scheduler-qps N] [--inventory FILE] [--scheduler-config FILE]
+#                         [--node-grace-period DURATION]
 #   scripts/cluster.sh deploy [--state-dir DIR]   mgpu as an operator installs it (scripts/cluster-deploy.sh)
 #   scripts/cluster.sh status [--state-dir DIR]   each component, running or not; exit 1 when one is down
 #   scripts/cluster.sh logs [--state-dir DIR] [--lines N]   every component's last lines
@@ -29,6 +30,10 @@
 # (mgpu-api-nodes --node-list; mgpu_trace_replay --export writes the openb trace's cluster so). With
 # --confirm-after-ms it also writes each GPU pod's assignment as gpu-allocated that long after its bind (the
 # device plugin's confirmation before issue 27, which it now writes only where the devices differ).
+# --node-grace-period: how long the node lifecycle controller waits for a node's Lease before it marks the
+# node NotReady and taints it (its --node-monitor-grace-period and --node-startup-grace-period; default 50s
+# and 1m): on a loaded machine mgpu-api-nodes renews 1,000 leases and more late, and the nodes flap
+# (bench/realcluster_openb.sh, whose placement must see every node, passes 1h).
 # --scheduler-qps: kube-scheduler's client QPS and burst (default: kube-scheduler's own, 50 and 100).
 # --inventory: the kubelet node's cards for the device plugin's static backend (deploy/overlays/
 # static-test-node; default its inventory.yaml).
@@ -74,6 +79,7 @@ scheduler_qps=""
 inventory=$repo/deploy/overlays/static-test-node/inventory.yaml
 scheduler_config=$repo/deploy/extender/scheduler-config.yaml
 profiling=false
+node_grace_flags=()
 lines=30
 signal=KILL
 target=""
@@ -90,6 +96,7 @@ while [ $# -gt 0 ]; do
     --inventory) inventory=$2; shift 2 ;;
     --scheduler-config) scheduler_config=$2; shift 2 ;;
     --profiling) profiling=true; shift ;;
+    --node-grace-period) node_grace_flags=(--node-monitor-grace-period "$2" --node-startup-grace-period "$2"); shift 2 ;;
     --lines) lines=$2; shift 2 ;;
     --signal) signal=$2; shift 2 ;;
     -*) die "unknown argument $1 (see the usage at the top of the script)" ;;
@@ -472,7 +479,7 @@ EOF
     --bind-address 127.0.0.1 --secure-port "$controller_manager_port" --leader-elect=false \
     --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
     --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
-    --use-service-account-credentials=true --profiling=$profiling
+    --use-service-account-credentials=true --profiling=$profiling "${node_grace_flags[@]}"
   start kube-scheduler "$bin/kube-scheduler" --config "$state/scheduler-config.yaml" \
     --authentication-kubeconfig "$state/scheduler.kubeconfig" \
     --authorization-kubeconfig "$state/scheduler.kubeconfig" \
