@@ -104,43 +104,10 @@ cluster up --no-kubelet --api-nodes "$nodes" --api-node-cards 8x81920,2x24576,4x
 source "$state/env"
 kubectl() { "$MGPU_K8S_BIN/kubectl" "$@"; }
 
-# The extender with deploy/base's config.yaml, listening and serving TLS where this cluster expects it.
-kubectl create namespace mgpu-system >/dev/null
-awk '/^  config.yaml: \|/ {on = 1; next} on && /^    / {print substr($0, 5); next} on && !/^ *$/ {exit}
-     on {print ""}' "$repo/deploy/base/config.yaml" |
-  sed -e "s|listenAddress: 0.0.0.0:12345|listenAddress: 127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT|" \
-    -e "s|tlsCertFile: /etc/mgpu-tls/tls.crt|tlsCertFile: $state/extender-tls/tls.crt|" \
-    -e "s|tlsKeyFile: /etc/mgpu-tls/tls.key|tlsKeyFile: $state/extender-tls/tls.key|" >"$state/extender.yaml"
-grep -q "listenAddress: 127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT" "$state/extender.yaml" ||
-  die "deploy/base/config.yaml no longer has the listenAddress this script replaces."
-# As its pod is: deploy/extender's ServiceAccount and RBAC, authenticated by a token of that ServiceAccount as
-# by its projected token (the API server caches a token's authentication; the admin's client certificate, used
-# before, had its chain verified on every request: bench/RESULTS.md section 5).
-kubectl apply -f "$repo/deploy/extender/rbac.yaml" >/dev/null
-kubectl create token mgpu-scheduler-extender -n mgpu-system --duration 48h >"$state/extender.token"
-cat >"$state/extender.kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: mgpu-test
-  cluster: {server: "$MGPU_CLUSTER_APISERVER", certificate-authority: "$state/pki/ca.crt"}
-users:
-- name: mgpu-scheduler-extender
-  user: {tokenFile: "$state/extender.token"}
-contexts:
-- name: mgpu-test
-  context: {cluster: mgpu-test, user: mgpu-scheduler-extender}
-current-context: mgpu-test
-EOF
-# With the malloc tunable its image sets (deploy/docker/extender.Dockerfile).
-GLIBC_TUNABLES=glibc.malloc.tcache_count=0 "$build/src/extender/mgpu-scheduler-extender" \
-  --kubeconfig "$state/extender.kubeconfig" --config "$state/extender.yaml" >"$state/logs/extender.log" 2>&1 &
-extender_pid=$!
-extender_url=https://127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT
-until curl -sk --max-time 1 "$extender_url/readyz" >/dev/null; do
-  kill -0 $extender_pid 2>/dev/null || die "the extender exited: $(tail -5 "$state/logs/extender.log")"
-  sleep 0.2
-done
+# The extender as its pod runs (bench/realcluster_extender.sh).
+# shellcheck source=realcluster_extender.sh
+source "$repo/bench/realcluster_extender.sh"
+start_extender "$repo" "$build" "$state"
 extender_started=$(date +%s.%N)
 
 clk=$(getconf CLK_TCK)

@@ -41,6 +41,14 @@
 //                                 [--scheduler-config deploy/extender/scheduler-config.yaml]
 // With --limit, each seed's unallocated GPU % and failed pods by kind at the end of the prefix are printed
 // too (to set beside a real scheduler's run of the same prefix, bench/realcluster_openb.sh).
+//   build/bench/mgpu_trace_replay --export DIR [--traces default] [--seeds 1] [--first-seed 42] [--limit N]
+//
+// --export replays nothing: it writes the cluster and each seed's arrivals as the replay makes them, for
+// placing the same pods on a real cluster (bench/realcluster_openb.sh). DIR/nodes.csv: one line per node,
+// name,cpu_milli,memory_mib,cards,model,card_mib (mgpu-api-nodes --node-list reads it); DIR/TRACE-SEED.csv:
+// one line per arriving pod, in order, index,trace_pod,kind,cpu_milli,memory_mib,cards,core,models (kind cpu,
+// share, one or multi; core the mgpu-core the pod asks over all its cards, as the replay rounds gpu_milli;
+// models |-separated, empty for any).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -1177,6 +1185,48 @@ void RunDepartures(const std::vector<TraceNode>& nodes, const std::vector<std::s
   }
 }
 
+// --export: the cluster and every seed's arrivals of every trace, as files (the usage at the top says which).
+int Export(const std::string& out, const std::vector<TraceNode>& nodes,
+           const std::vector<std::string>& traces,
+           const std::function<std::vector<TracePod>(const std::string&)>& load, int seeds, int first_seed,
+           size_t limit) {
+  const auto open = [](const std::string& path) {
+    std::ofstream file(path);
+    if (!file) std::cerr << "cannot write " << path << "\n";
+    return file;
+  };
+  std::ofstream cluster = open(out + "/nodes.csv");
+  if (!cluster) return 1;
+  cluster << "name,cpu_milli,memory_mib,cards,model,card_mib\n";
+  double total_gpus = 0;
+  for (const TraceNode& n : nodes) {
+    cluster << n.name << ',' << n.cpu_milli << ',' << n.memory_mib << ',' << n.gpus << ',' << n.model << ','
+            << ModelMemoryMiB(n.model) << '\n';
+    total_gpus += n.gpus;
+  }
+  static const char* const kKindNames[kKinds] = {"cpu", "share", "one", "multi"};
+  for (const std::string& trace : traces) {
+    const std::vector<TracePod> sorted = load(trace);
+    for (int s = 0; s < seeds; ++s) {
+      const uint32_t seed = static_cast<uint32_t>(first_seed + s);
+      std::mt19937_64 rng(seed);
+      std::ofstream file = open(out + "/" + trace + "-" + std::to_string(seed) + ".csv");
+      if (!file) return 1;
+      file << "index,trace_pod,kind,cpu_milli,memory_mib,cards,core,models\n";
+      size_t index = 0;
+      for (const TracePod& p : Arrivals(sorted, total_gpus, rng, limit)) {
+        const PodRequest req = RequestOf(p);
+        std::string models;
+        for (const std::string& m : req.gpu_models) models += (models.empty() ? "" : "|") + m;
+        file << index++ << ',' << p.name << ',' << kKindNames[KindOf(p)] << ',' << p.cpu_milli << ','
+             << p.memory_mib << ',' << p.num_gpu << ',' << (req.AsksForGpu() ? req.containers[0].core : 0)
+             << ',' << models << '\n';
+      }
+    }
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   std::string dir = std::string(MGPU_TRACES_DIR) + "/openb";
   std::vector<std::string> traces = {"default",    "cpu100",     "cpu200",    "gpushare40", "gpushare80",
@@ -1188,6 +1238,7 @@ int Main(int argc, char** argv) {
   size_t limit = 0;
   std::string scheduler_config = MGPU_SCHEDULER_CONFIG;
   bool departures = false;
+  std::string export_dir;
   double cluster_share = 0.5;
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   for (int i = 1; i < argc; ++i) {
@@ -1197,7 +1248,9 @@ int Main(int argc, char** argv) {
       departures = true;
       continue;
     }
-    if (arg == "--cluster-share")
+    if (arg == "--export")
+      export_dir = value;
+    else if (arg == "--cluster-share")
       cluster_share = std::stod(value);
     else if (arg == "--trace-dir")
       dir = value;
@@ -1230,7 +1283,7 @@ int Main(int argc, char** argv) {
              "spread,fragmentation,dra-firstfit,dra-fullest-first,dra-kube,offline,offline-arrival,defrag] "
              "[--seeds N] [--first-seed S] [--gen-seed S] [--trace-dir DIR] [--threads N] [--limit PODS] "
              "[--scheduler-config FILE] "
-             "[--departures [--cluster-share F]]\n";
+             "[--departures [--cluster-share F]] [--export DIR]\n";
       return 2;
     }
     ++i;
@@ -1240,6 +1293,7 @@ int Main(int argc, char** argv) {
     return trace.rfind("gen-", 0) == 0 ? GenerateList(dir, trace, gen_seed)
                                        : LoadPods(dir + "/openb_pod_list_" + trace + ".csv");
   };
+  if (!export_dir.empty()) return Export(export_dir, nodes, traces, load, seeds, first_seed, limit);
   if (departures) {
     std::erase_if(policies, [](const auto& p) {
       return p.first == Policy::kOffline || p.first == Policy::kOfflineArrival ||

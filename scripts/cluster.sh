@@ -7,8 +7,9 @@
 # the state folder, every port is the port base plus a fixed offset, every process is stopped by its pid.
 #
 #   scripts/cluster.sh up [--state-dir DIR] [--port-base N] [--no-kubelet] [--api-nodes N]
-#                         [--api-node-cards SPEC] [--confirm-after-ms MS] [--scheduler-qps N]
-#                         [--inventory FILE] [--scheduler-config FILE]
+#                         [--api-node-cards SPEC] [--api-node-list FILE] [--confirm-after-ms MS]
+#                         [--scheduler-qps N] [--inventory FILE] [--scheduler-config FILE]
+#                         [--node-grace-period DURATION]
 #   scripts/cluster.sh deploy [--state-dir DIR]   mgpu as an operator installs it (scripts/cluster-deploy.sh)
 #   scripts/cluster.sh status [--state-dir DIR]   each component, running or not; exit 1 when one is down
 #   scripts/cluster.sh logs [--state-dir DIR] [--lines N]   every component's last lines
@@ -24,9 +25,15 @@
 # DIR/kubeconfig (cluster admin), DIR/env (KUBECONFIG, the ports, the binaries' folder; source it) and
 # DIR/logs/. --api-nodes N adds N nodes that only exist in the API server (nodes api-node-0000 ...), with the
 # cards of --api-node-cards (`COUNTxMiB` per node, comma-separated shapes taken in turn; default 2x24576),
-# kept Ready by mgpu-api-nodes (src/tools/); build it first (bash scripts/setup.sh mgpu-api-nodes). With
+# kept Ready by mgpu-api-nodes (src/tools/); build it first (bash scripts/setup.sh mgpu-api-nodes).
+# --api-node-list FILE instead: the API-only nodes of FILE, each with its own name, CPU, memory and cards
+# (mgpu-api-nodes --node-list; mgpu_trace_replay --export writes the openb trace's cluster so). With
 # --confirm-after-ms it also writes each GPU pod's assignment as gpu-allocated that long after its bind (the
 # device plugin's confirmation before issue 27, which it now writes only where the devices differ).
+# --node-grace-period: how long the node lifecycle controller waits for a node's Lease before it marks the
+# node NotReady and taints it (its --node-monitor-grace-period and --node-startup-grace-period; default 50s
+# and 1m): on a loaded machine mgpu-api-nodes renews 1,000 leases and more late, and the nodes flap
+# (bench/realcluster_openb.sh, whose placement must see every node, passes 1h).
 # --scheduler-qps: kube-scheduler's client QPS and burst (default: kube-scheduler's own, 50 and 100).
 # --inventory: the kubelet node's cards for the device plugin's static backend (deploy/overlays/
 # static-test-node; default its inventory.yaml).
@@ -66,11 +73,13 @@ port_base=${MGPU_CLUSTER_PORT_BASE:-26400}
 with_kubelet=1
 api_nodes=0
 api_node_cards=2x24576
+api_node_list=""
 confirm_after_ms=0
 scheduler_qps=""
 inventory=$repo/deploy/overlays/static-test-node/inventory.yaml
 scheduler_config=$repo/deploy/extender/scheduler-config.yaml
 profiling=false
+node_grace_flags=()
 lines=30
 signal=KILL
 target=""
@@ -81,11 +90,13 @@ while [ $# -gt 0 ]; do
     --no-kubelet) with_kubelet=0; shift ;;
     --api-nodes) api_nodes=$2; shift 2 ;;
     --api-node-cards) api_node_cards=$2; shift 2 ;;
+    --api-node-list) api_node_list=$2; shift 2 ;;
     --confirm-after-ms) confirm_after_ms=$2; shift 2 ;;
     --scheduler-qps) scheduler_qps=$2; shift 2 ;;
     --inventory) inventory=$2; shift 2 ;;
     --scheduler-config) scheduler_config=$2; shift 2 ;;
     --profiling) profiling=true; shift ;;
+    --node-grace-period) node_grace_flags=(--node-monitor-grace-period "$2" --node-startup-grace-period "$2"); shift 2 ;;
     --lines) lines=$2; shift 2 ;;
     --signal) signal=$2; shift 2 ;;
     -*) die "unknown argument $1 (see the usage at the top of the script)" ;;
@@ -468,7 +479,7 @@ EOF
     --bind-address 127.0.0.1 --secure-port "$controller_manager_port" --leader-elect=false \
     --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
     --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
-    --use-service-account-credentials=true --profiling=$profiling
+    --use-service-account-credentials=true --profiling=$profiling "${node_grace_flags[@]}"
   start kube-scheduler "$bin/kube-scheduler" --config "$state/scheduler-config.yaml" \
     --authentication-kubeconfig "$state/scheduler.kubeconfig" \
     --authorization-kubeconfig "$state/scheduler.kubeconfig" \
@@ -499,12 +510,18 @@ EOF
     wait_for "node localhost is Ready" 90 kctl wait --for=condition=Ready node/localhost --timeout=2s ||
       fail_up kubelet
   fi
+  local nodes_flags=(--nodes "$api_nodes" --cards "$api_node_cards")
+  if [ -n "$api_node_list" ]; then
+    [ -f "$api_node_list" ] || die "the node list $api_node_list does not exist."
+    api_nodes=$(($(grep -c . "$api_node_list") - 1))
+    nodes_flags=(--node-list "$(cd "$(dirname "$api_node_list")" && pwd)/$(basename "$api_node_list")")
+  fi
   if [ "$api_nodes" -gt 0 ]; then
     local tool=${MGPU_BUILD_DIR:-$repo/build}/src/tools/mgpu-api-nodes
     [ -x "$tool" ] || die "$tool is not built (bash scripts/setup.sh mgpu-api-nodes)."
-    start api-nodes "$tool" --kubeconfig "$state/kubeconfig" --nodes "$api_nodes" --cards "$api_node_cards" \
+    start api-nodes "$tool" --kubeconfig "$state/kubeconfig" "${nodes_flags[@]}" \
       --confirm-after-ms "$confirm_after_ms"
-    wait_for "$api_nodes API-only nodes are Ready" 300 api_nodes_ready || fail_up api-nodes
+    wait_for "$api_nodes API-only nodes are Ready" 600 api_nodes_ready || fail_up api-nodes
   fi
   echo "cluster.sh: up; source $state/env (KUBECONFIG=$state/kubeconfig)" >&2
 }

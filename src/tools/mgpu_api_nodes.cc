@@ -12,17 +12,24 @@
 // not recreated.
 //   mgpu-api-nodes --kubeconfig FILE --nodes N [--cards 2x24576[,8x81920,...]] [--config FILE]
 //                  [--prefix api-node-] [--confirm-after-ms MS] [--lease-renew-s 20]
-// Shapes: COUNTxMiB per node, taken in turn (node i gets shape i mod the number of shapes).
+//   mgpu-api-nodes --kubeconfig FILE --node-list FILE [--config FILE] [--confirm-after-ms MS] ...
+// Shapes: COUNTxMiB per node, taken in turn (node i gets shape i mod the number of shapes); each node has
+// 64 CPUs and 512 GiB, its cards the model mgpu-api-NNg. --node-list instead names every node and its shape:
+// a CSV with a header line, then name,cpu_milli,memory_mib,cards,model,card_mib per node (the cluster of a
+// trace: mgpu_trace_replay --export writes one).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,45 +50,83 @@ namespace {
 using kube::Json;
 using Clock = std::chrono::steady_clock;
 
-struct Shape {
+// One node: its name, CPU and memory, and its cards (all of one model).
+struct NodeSpec {
+  std::string name;
+  int64_t cpu_milli = 64000;
+  int64_t memory_mib = 512 * 1024;
   int cards = 0;
-  int64_t memory_mib = 0;
+  std::string model;
+  int64_t card_mib = 0;
 };
 
-Result<std::vector<Shape>> ParseShapes(const std::string& text) {
-  std::vector<Shape> shapes;
+Result<std::vector<NodeSpec>> ParseShapes(const std::string& text) {
+  std::vector<NodeSpec> shapes;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = std::min(text.find(',', start), text.size());
     const std::string item = text.substr(start, comma - start);
-    Shape s;
+    NodeSpec s;
     char tail = 0;
-    if (std::sscanf(item.c_str(), "%dx%ld%c", &s.cards, &s.memory_mib, &tail) != 2 || s.cards < 1 ||
-        s.cards > 64 || s.memory_mib < 1)
+    if (std::sscanf(item.c_str(), "%dx%ld%c", &s.cards, &s.card_mib, &tail) != 2 || s.cards < 1 ||
+        s.cards > 64 || s.card_mib < 1)
       return Error{"--cards: '" + item + "' is not COUNTxMiB (e.g. 8x81920) with 1 to 64 cards"};
+    s.model = "mgpu-api-" + std::to_string(s.card_mib / 1024) + "g";
     shapes.push_back(s);
     start = comma + 1;
   }
   return shapes;
 }
 
-std::string NodeName(const std::string& prefix, int i) {
-  char suffix[16];
-  std::snprintf(suffix, sizeof suffix, "%04d", i);
-  return prefix + suffix;
+// --nodes and --cards: `count` nodes named `prefix`0000 ..., shape i mod the number of shapes.
+Result<std::vector<NodeSpec>> NumberedNodes(const std::string& prefix, int count, const std::string& cards) {
+  Result<std::vector<NodeSpec>> shapes = ParseShapes(cards);
+  if (!shapes.ok()) return shapes;
+  std::vector<NodeSpec> nodes;
+  for (int i = 0; i < count; ++i) {
+    char suffix[16];
+    std::snprintf(suffix, sizeof suffix, "%04d", i);
+    nodes.push_back((*shapes)[static_cast<size_t>(i) % shapes->size()]);
+    nodes.back().name = prefix + suffix;
+  }
+  return nodes;
 }
 
-std::vector<Card> CardsOf(const std::string& node, const Shape& shape) {
+// --node-list: the nodes of a CSV file (the usage at the top says its columns).
+Result<std::vector<NodeSpec>> ReadNodeList(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error{"--node-list: cannot read " + path};
+  std::vector<NodeSpec> nodes;
+  std::string line;
+  std::getline(in, line);  // the header
+  for (int number = 2; std::getline(in, line); ++number) {
+    if (line.empty()) continue;
+    std::replace(line.begin(), line.end(), ',', ' ');
+    std::istringstream fields(line);
+    NodeSpec n;
+    std::string rest;
+    if (!(fields >> n.name >> n.cpu_milli >> n.memory_mib >> n.cards >> n.model >> n.card_mib) ||
+        (fields >> rest) || n.cpu_milli < 1 || n.memory_mib < 1 || n.cards < 1 || n.cards > 64 ||
+        n.card_mib < 1)
+      return Error{"--node-list: line " + std::to_string(number) + " of " + path +
+                   " is not name,cpu_milli,memory_mib,cards,model,card_mib with 1 to 64 cards"};
+    nodes.push_back(std::move(n));
+  }
+  if (nodes.empty()) return Error{"--node-list: " + path + " lists no node"};
+  return nodes;
+}
+
+std::vector<Card> CardsOf(const NodeSpec& node) {
   std::vector<Card> cards;
-  for (int c = 0; c < shape.cards; ++c)
-    cards.push_back(Card{c, "GPU-" + node + "-" + std::to_string(c),
-                         "mgpu-api-" + std::to_string(shape.memory_mib / 1024) + "g", shape.memory_mib,
-                         true});
+  for (int c = 0; c < node.cards; ++c)
+    cards.push_back(Card{c, "GPU-" + node.name + "-" + std::to_string(c), node.model, node.card_mib, true});
   return cards;
 }
 
-// The Node a kubelet with mgpu's device plugin would register for these cards.
-Json NodeObject(const std::string& name, const std::vector<Card>& cards, const Config& config) {
+// The Node a kubelet with mgpu's device plugin would register for this node's cards.
+Json NodeObject(const NodeSpec& spec, const Config& config) {
+  const std::string& name = spec.name;
+  const std::vector<Card> cards = CardsOf(spec);
   const kube::MetadataPatch metadata =
       dp::NodeMetadata(cards, config, MGPU_VERSION, UnixNowNs() / 1'000'000'000);
   Json labels = {
@@ -92,7 +137,10 @@ Json NodeObject(const std::string& name, const std::vector<Card>& cards, const C
   for (const auto& [key, value] : metadata.annotations)
     if (value) annotations[key] = *value;
   const ResourceNames names = config.Names();
-  Json resources = {{"cpu", "64"}, {"memory", "512Gi"}, {"pods", "110"}, {"ephemeral-storage", "1Ti"}};
+  Json resources = {{"cpu", std::to_string(spec.cpu_milli) + "m"},
+                    {"memory", std::to_string(spec.memory_mib) + "Mi"},
+                    {"pods", "110"},
+                    {"ephemeral-storage", "1Ti"}};
   for (Resource r : kAllResources) {
     int64_t devices = 0;
     for (const Card& card : cards) devices += dp::DevicesPerCard(card, r, config);
@@ -123,18 +171,18 @@ std::string NowMicro() { return Rfc3339(UnixNowNs(), /*micros=*/true); }
 
 class ApiNodes {
  public:
-  ApiNodes(kube::Client& client, Config config, std::vector<std::string> nodes, std::vector<Shape> shapes,
-           int confirm_after_ms, int lease_renew_s)
+  ApiNodes(kube::Client& client, Config config, std::vector<NodeSpec> specs, int confirm_after_ms,
+           int lease_renew_s)
       : client_(client),
         config_(std::move(config)),
-        nodes_(std::move(nodes)),
-        shapes_(std::move(shapes)),
+        specs_(std::move(specs)),
+        nodes_(NamesOf(specs_)),
         confirm_after_(confirm_after_ms),
         lease_renew_(lease_renew_s) {}
 
   Status CreateNodes() {
     for (size_t i = 0; i < nodes_.size(); ++i) {
-      const Json node = NodeObject(nodes_[i], CardsOf(nodes_[i], shapes_[i % shapes_.size()]), config_);
+      const Json node = NodeObject(specs_[i], config_);
       kube::ApiResult created = client_.Create(kube::kNodes, "", node);
       if (!created.ok() && created.http_status() != 409)
         return Error{"could not create node " + nodes_[i] + ": " + created.message()};
@@ -179,6 +227,12 @@ class ApiNodes {
   }
 
  private:
+  static std::vector<std::string> NamesOf(const std::vector<NodeSpec>& specs) {
+    std::vector<std::string> names;
+    for (const NodeSpec& s : specs) names.push_back(s.name);
+    return names;
+  }
+
   void RenewLeases() {
     std::map<std::string, Json> leases;
     bool first = true;
@@ -303,8 +357,8 @@ class ApiNodes {
 
   kube::Client& client_;
   const Config config_;
+  const std::vector<NodeSpec> specs_;
   const std::vector<std::string> nodes_;
-  const std::vector<Shape> shapes_;
   const std::chrono::milliseconds confirm_after_;
   const std::chrono::seconds lease_renew_;
   std::unique_ptr<kube::Informer> informer_;
@@ -324,11 +378,13 @@ int main(int argc, char** argv) {
   using namespace mgpu;
   std::map<std::string, std::string> flags;
   if (!ParseFlags(argc, argv,
-                  {"kubeconfig", "nodes", "cards", "config", "prefix", "confirm-after-ms", "lease-renew-s"},
+                  {"kubeconfig", "nodes", "cards", "node-list", "config", "prefix", "confirm-after-ms",
+                   "lease-renew-s"},
                   {}, flags) ||
-      flags["nodes"].empty()) {
-    std::cerr << "usage: mgpu-api-nodes --kubeconfig FILE --nodes N [--cards 2x24576[,8x81920,...]] "
-                 "[--config FILE] [--prefix api-node-] [--confirm-after-ms MS] [--lease-renew-s 20]\n";
+      flags["nodes"].empty() == flags["node-list"].empty()) {
+    std::cerr << "usage: mgpu-api-nodes --kubeconfig FILE (--nodes N [--cards 2x24576[,8x81920,...]] "
+                 "[--prefix api-node-] | --node-list FILE) [--config FILE] [--confirm-after-ms MS] "
+                 "[--lease-renew-s 20]\n";
     return kExitUsage;
   }
   Result<Config> config = flags["config"].empty() ? ParseConfig("") : LoadConfigFile(flags["config"]);
@@ -336,18 +392,23 @@ int main(int argc, char** argv) {
     std::cerr << "mgpu-api-nodes: " << config.message() << '\n';
     return kExitConfig;
   }
-  Result<std::vector<Shape>> shapes = ParseShapes(flags["cards"].empty() ? "2x24576" : flags["cards"]);
-  if (!shapes.ok()) {
-    std::cerr << "mgpu-api-nodes: " << shapes.message() << '\n';
-    return kExitUsage;
-  }
   const int count = std::atoi(flags["nodes"].c_str());
   const int confirm_after_ms =
       flags["confirm-after-ms"].empty() ? 0 : std::atoi(flags["confirm-after-ms"].c_str());
   const int lease_renew_s = flags["lease-renew-s"].empty() ? 20 : std::atoi(flags["lease-renew-s"].c_str());
-  if (count < 1 || count > 100000 || confirm_after_ms < 0 || lease_renew_s < 1) {
+  if ((flags["node-list"].empty() && (count < 1 || count > 100000)) || confirm_after_ms < 0 ||
+      lease_renew_s < 1) {
     std::cerr << "mgpu-api-nodes: --nodes must be 1 to 100000, --confirm-after-ms 0 or more, --lease-renew-s "
                  "1 or more\n";
+    return kExitUsage;
+  }
+  const std::string prefix = flags["prefix"].empty() ? "api-node-" : flags["prefix"];
+  Result<std::vector<NodeSpec>> nodes =
+      flags["node-list"].empty()
+          ? NumberedNodes(prefix, count, flags["cards"].empty() ? "2x24576" : flags["cards"])
+          : ReadNodeList(flags["node-list"]);
+  if (!nodes.ok()) {
+    std::cerr << "mgpu-api-nodes: " << nodes.message() << '\n';
     return kExitUsage;
   }
   Result<kube::ClusterConfig> cluster = kube::ResolveClusterConfig(flags["kubeconfig"]);
@@ -362,23 +423,20 @@ int main(int argc, char** argv) {
     std::cerr << "mgpu-api-nodes: " << client.message() << '\n';
     return kExitConfig;
   }
-  std::vector<std::string> nodes;
-  const std::string prefix = flags["prefix"].empty() ? "api-node-" : flags["prefix"];
-  for (int i = 0; i < count; ++i) nodes.push_back(NodeName(prefix, i));
+  const size_t created = nodes->size();
+  const std::string first = nodes->front().name;
 
   TerminationSignals signals;  // before any thread starts
-  ApiNodes api_nodes(**client, std::move(*config), nodes, std::move(*shapes), confirm_after_ms,
-                     lease_renew_s);
+  ApiNodes api_nodes(**client, std::move(*config), std::move(*nodes), confirm_after_ms, lease_renew_s);
   if (Status s = api_nodes.CreateNodes(); !s.ok()) {
     spdlog::error("{}", s.message());
     return kExitServe;
   }
   api_nodes.Start();
-  spdlog::info("{} API-only nodes ({}0000 ...) created; renewing their leases every {} s{}", count, prefix,
-               lease_renew_s,
-               confirm_after_ms > 0
-                   ? ", confirming assignments " + std::to_string(confirm_after_ms) + " ms late"
-                   : "");
+  spdlog::info(
+      "{} API-only nodes ({} ...) created; renewing their leases every {} s{}", created, first, lease_renew_s,
+      confirm_after_ms > 0 ? ", confirming assignments " + std::to_string(confirm_after_ms) + " ms late"
+                           : "");
   const int signal = signals.Wait();
   spdlog::info("signal {}: stopping", signal);
   api_nodes.Stop();
