@@ -481,10 +481,10 @@ json MemoryUnitsPatch(const json& pod, const PodRequest& request, const Config& 
   return patch;
 }
 
-void AdmitPodMemory(json& pod, const Config& config, const Annotations& workload) {
-  if (MemoryCountAtAdmission(pod, config) == MemoryCount::kDevices) return;
+json MemoryRewriteOf(const json& pod, const Config& config, const Annotations& workload) {
+  if (MemoryCountAtAdmission(pod, config) == MemoryCount::kDevices) return json::array();
   Result<PodRequest> asked = ParsePodRequest(pod, config, workload, MemoryCount::kMiB);
-  if (asked.ok()) pod = pod.patch(MemoryUnitsPatch(pod, *asked, config));
+  return asked.ok() ? MemoryUnitsPatch(pod, *asked, config) : json::array();
 }
 
 void KeepSchedulingFields(json& pod, const Config& config) {

@@ -67,10 +67,10 @@ PodContainer FindContainer(const nlohmann::json& pod, const ContainerRequest& co
 // devices, as `request` (parsed with MemoryCount::kMiB) holds them, and records the amounts as written in
 // D/mgpu-memory-mib ({"container": amount}); empty when the pod asks for no mgpu-memory.
 nlohmann::json MemoryUnitsPatch(const nlohmann::json& pod, const PodRequest& request, const Config& config);
-// `pod` as the webhook stores it, for the tools that read manifests (the demo, mgpu-place): rewritten with
-// MemoryUnitsPatch unless it is rewritten already; a pod that breaks a rule is left as written, so that its
-// reader refuses it with the rule's sentence.
-void AdmitPodMemory(nlohmann::json& pod, const Config& config, const Annotations& workload = {});
+// What the /mutate-memory webhook does to `pod` at creation, for it and for the tools that read manifests
+// (the demo, mgpu-place): MemoryUnitsPatch of the pod read in MiB; an empty patch when it is rewritten
+// already or breaks a rule (left as written, so that its reader refuses it with the rule's sentence).
+nlohmann::json MemoryRewriteOf(const nlohmann::json& pod, const Config& config, const Annotations& workload = {});
 
 // What kube-scheduler counts a pod as requesting of its node's CPU and memory (the effective request:
 // containers and sidecars summed, a larger init container instead, plus the overhead); requests, else

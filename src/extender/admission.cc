@@ -186,13 +186,11 @@ AdmissionReply MutatePodMemory(const std::string& body, const Config& config, co
   std::string ns = kube::StringAt(request, {"namespace"});
   if (ns.empty()) ns = kube::MetadataString(object, "namespace");
   const std::optional<Subject> subject = SubjectOf(object, "", "Pod", ns);
-  if (MemoryCountAtAdmission(subject->pod, config) == MemoryCount::kDevices) return AdmissionAnswer(uid, 200, "");
-  Result<PodRequest> asked =
-      ParsePodRequest(subject->pod, config, ControllerAnnotations(*subject, workload), MemoryCount::kMiB);
-  if (!asked.ok()) return AdmissionAnswer(uid, 200, "");  // /validate refuses it, in the same words
-  const json patch = MemoryUnitsPatch(object, *asked, config);
+  // A pod that breaks a rule gets no patch: /validate refuses it, in the same words.
+  const json patch = MemoryRewriteOf(subject->pod, config, ControllerAnnotations(*subject, workload));
   if (!patch.empty())
-    spdlog::info("pod={} mgpu-memory rewritten from MiB into {} MiB devices", asked->Key(), config.memory_unit_mib);
+    spdlog::info("pod={} mgpu-memory rewritten from MiB into {} MiB devices", PodKeyOf(subject->pod),
+                 config.memory_unit_mib);
   return AdmissionAnswer(uid, 200, "", patch);
 }
 

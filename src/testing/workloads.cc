@@ -69,7 +69,7 @@ Result<std::vector<std::string>> CreateWorkloads(FakeApiServer& api, std::string
     m.pod["kind"] = "Pod";
     if (!m.pod["spec"].contains("schedulerName")) m.pod["spec"]["schedulerName"] = "default-scheduler";
     m.pod["status"] = {{"phase", "Pending"}};
-    AdmitPodMemory(m.pod, config, m.workload);
+    m.pod = m.pod.patch(MemoryRewriteOf(m.pod, config, m.workload));
     Result<Json> created = api.Create("pods", m.pod);
     if (!created.ok()) return Error{"cannot create pod " + KeyOf(m.pod) + ": " + created.message()};
     keys.push_back(KeyOf(*created));

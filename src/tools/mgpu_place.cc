@@ -1,7 +1,7 @@
 // mgpu-place: runs the extender's placement core (common/scheduler.h) over sample nodes and pod manifests,
 // the way the extender's filter, prioritize and bind would (the workload model learned and published as the
 // extender does), and prints where every pod lands. No cluster needed. The manifests write mgpu-memory in MiB,
-// as users do; each pod is read as the admission webhook stores it (common/request.h, AdmitPodMemory).
+// as users do; each pod is read as the admission webhook stores it (common/request.h, MemoryRewriteOf).
 //   mgpu-place --nodes deploy/examples/nodes.yaml --pods deploy/examples/workloads.yaml [--config F]
 #include <cstdio>
 #include <iostream>
@@ -81,7 +81,7 @@ int Run(int argc, char** argv) {
   // Equal top scores: the first node listed.
   const auto first = [](size_t) { return size_t{0}; };
   for (ManifestPod& m : *pods) {
-    AdmitPodMemory(m.pod, *config, m.workload);  // mgpu-memory written in MiB, as the webhook stores it
+    m.pod = m.pod.patch(MemoryRewriteOf(m.pod, *config, m.workload));  // as the webhook stores it
     const PodFacts pod = ReadPod(m.pod, *config, m.workload);
     const Result<PodRequest>& req = pod.request;
     if (!req.ok()) {
