@@ -32,13 +32,14 @@ std::string RenderHeap() {
 }  // namespace
 
 HttpServer::HttpServer(Extender& extender, ClusterCache& cache, Metrics& metrics, std::function<bool()> ready,
-                       WorkloadLookup workload, TemplateWriter templates)
+                       WorkloadLookup workload, TemplateWriter templates, ClaimSpecReader claims)
     : extender_(extender),
       cache_(cache),
       metrics_(metrics),
       ready_(std::move(ready)),
       workload_(std::move(workload)),
-      templates_(std::move(templates)) {}
+      templates_(std::move(templates)),
+      claims_(std::move(claims)) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -143,6 +144,11 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
          }));
   s.Post("/mutate", verb("mutate", [this](const httplib::Request& req, httplib::Response& res) {
            const AdmissionReply reply = MutatePodForDra(req.body, cache_.config(), workload_, templates_);
+           res.status = reply.status;
+           res.set_content(reply.body, reply.status == 200 ? kJson : "text/plain");
+         }));
+  s.Post("/mutate-claims", verb("mutate-claims", [this](const httplib::Request& req, httplib::Response& res) {
+           const AdmissionReply reply = MutateClaimPodForDra(req.body, cache_.config(), claims_);
            res.status = reply.status;
            res.set_content(reply.body, reply.status == 200 ? kJson : "text/plain");
          }));

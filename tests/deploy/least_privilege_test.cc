@@ -156,10 +156,11 @@ TEST(LeastPrivilege, TheExtenderMakesExactlyTheCallsItLists) {
 
   std::set<Call> made;
   for (const testing::RecordedRequest& r : api.requests()) made.insert(CallOf(r));
-  // Its own calls, and the claim informer's from kDraApiCalls (this API server serves ResourceClaims).
+  // Its own calls, and the claim informer's from kDraApiCalls (this API server serves ResourceClaims; no
+  // webhook is called here).
   std::set<Call> listed = Listed(extender::kApiCalls);
   for (const Call& c : Listed(extender::kDraApiCalls))
-    if (c.resource == "resourceclaims") listed.insert(c);
+    if (c.resource == "resourceclaims" && c.verb != "get") listed.insert(c);
   EXPECT_EQ(made, listed);
 }
 
