@@ -28,7 +28,7 @@
 # The mgpu pods are deleted before the DRA phases (their cards counted first), so that the extender's view of
 # the cards holds only what the allocator also sees.
 # Prints pods/s of each phase (from the pods' PodScheduled times, one second resolution), kube-scheduler's CPU
-# over the phase (utime + stime from /proc), the cards the mgpu and each DRA phase's pods hold, and checks
+# over the phase (utime + stime from /proc of the process cluster.sh resume starts, its start-up included), the cards the mgpu and each DRA phase's pods hold, and checks
 # that no card is over its capacity (the extender's /v1/nodes; the claims' consumed capacity summed per card,
 # against the slices' capacities; exits 1 when any card is over). A benchmark, not a test: run it on a quiet
 # machine, under nice.
@@ -95,7 +95,7 @@ done
 # deploy/dra/'s pod webhooks, pointed at the extender on this machine.
 kubectl create --dry-run=client -o json -f "$repo/deploy/dra/webhook.yaml" |
   jq --arg url "https://127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT" --arg ca "$(tr -d '\n' <"$tls/caBundle")" '
-    .items[] | select(.kind == "MutatingWebhookConfiguration") |
+    if .kind == "List" then .items[] else . end | select(.kind == "MutatingWebhookConfiguration") |
     .webhooks |= map(.clientConfig = {url: ($url + .clientConfig.service.path), caBundle: $ca})' |
   kubectl create -f - >/dev/null
 kubectl create -f - >/dev/null <<'YAML'
@@ -116,7 +116,7 @@ done
 # byhand) named NAME-<i> with the scheduler paused, resumes it, waits until all are bound (or TIMEOUT seconds,
 # 1200 by default), and says the rate and kube-scheduler's CPU over the phase.
 phase() {
-  local name=$1 kind=$2 count=${3:-$pods} timeout=${4:-1200} label=${5:-} i spec start bound cpu0 extra
+  local name=$1 kind=$2 count=${3:-$pods} timeout=${4:-1200} label=${5:-} i spec start bound extra
   local scheduler_pid template=c20-m4g limits=$dra_limits annotations=$dra_annotations
   [ "$kind" != bare ] || template=bare-c20-m4g
   [ "$kind" != byhand ] || limits="" annotations=""
@@ -143,10 +143,9 @@ phase() {
       select(.metadata.annotations["mgpu.io/dra-limits"] and .spec.containers[0].resources.limits["mgpu.io/dra-gpu"])] |
       length') of $count pods given mgpu.io/dra-gpu and mgpu.io/dra-limits by /mutate-claims"
   fi
-  scheduler_pid=$(cat "$state/pids/kube-scheduler")
-  cpu0=$(sed 's/.*) //' "/proc/$scheduler_pid/stat" | awk '{print $12 + $13}')
   start=$(date +%s.%N)
-  cluster resume kube-scheduler >&2
+  cluster resume kube-scheduler >&2  # a new kube-scheduler process (pause stopped it): its CPU is the phase's
+  scheduler_pid=$(cat "$state/pids/kube-scheduler")
   while :; do
     bound=$(kubectl get pods -n default -l phase="$name" -o json | jq '[.items[] | select(.spec.nodeName)] | length')
     [ "$bound" -lt "$count" ] || break
@@ -158,7 +157,7 @@ phase() {
   done
   local wall cpu
   wall=$(echo "$(date +%s.%N) - $start" | bc | cut -c1-6)
-  cpu=$(echo "($(sed 's/.*) //' "/proc/$scheduler_pid/stat" | awk '{print $12 + $13}') - $cpu0) / $(getconf CLK_TCK)" | bc -l | cut -c1-6)
+  cpu=$(echo "$(sed 's/.*) //' "/proc/$scheduler_pid/stat" | awk '{print $12 + $13}') / $(getconf CLK_TCK)" | bc -l | cut -c1-6)
   echo "  $name pods: $(kubectl get pods -n default -l phase="$name" -o json |
     jq -r '[.items[] | .status.conditions[]? |
       select(.type == "PodScheduled" and .status == "True") | .lastTransitionTime | fromdate] |

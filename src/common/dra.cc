@@ -488,10 +488,6 @@ Result<std::optional<ClaimsAsLimits>> LimitsOfClaims(const json& pod, const std:
         if (!share.ok()) return share.error();
         if (*share) shares.push_back(**share);
       }
-      if (const json* whole = FindPath(container, {"resources", "limits", WholeCardResource(config).c_str()})) {
-        Result<int64_t> n = ParseQuantityJson(*whole);
-        if (n.ok() && *n > 0) shares.push_back({"dedicated_cores", std::nullopt, *n, 100, 0});
-      }
       if (shares.empty()) continue;
       if (shares.size() > 1)
         return Error{"pod " + key + " container " + name + " holds " + std::to_string(shares.size()) +

@@ -164,7 +164,8 @@ nlohmann::json DraLimitsOf(const nlohmann::json& pod, const PodRequest& request,
 Result<std::optional<nlohmann::json>> WithDraLimits(const nlohmann::json& pod, const Config& config);
 
 // A pod no /mutate rewrote whose containers hold claims of the driver's classes (written by hand, through a
-// ResourceClaimTemplate or a ResourceClaim, or <driver>/gpu, for which kube-scheduler makes the claim), in
+// ResourceClaimTemplate or a ResourceClaim; not <driver>/gpu: kube-scheduler v1.36.2 finds no node for a pod
+// asking it beside D/dra-gpu), in
 // mgpu's own terms, so that the extender scores its nodes as it does /mutate's pods (docs/dra.md §7):
 // D/dra-limits's value (container -> the mgpu limits its claim stands for: cores or reclaimedCores times its
 // cards, memory in memoryUnitMiB, rounded up, times its cards; a whole card 100 cores and one unit) and the
@@ -176,7 +177,7 @@ struct ClaimsAsLimits {
 };
 // `specs`: the ResourceClaimSpec behind each of the pod's spec.resourceClaims entries that could be read, by
 // entry name (a claim two containers hold counts in the first). nullopt when no container holds a claim of
-// the driver's classes nor asks <driver>/gpu; an error, one sentence naming the pod, when a claim breaks a
+// the driver's classes; an error, one sentence naming the pod, when a claim breaks a
 // rule (CheckClaimSpec), a container holds two of them, or they differ in kind (online, offline, whole card),
 // compute policy or card count: one mgpu pod is one kind of share on one number of cards.
 Result<std::optional<ClaimsAsLimits>> LimitsOfClaims(const nlohmann::json& pod,
