@@ -355,12 +355,16 @@ TEST(LimitsOfClaims, EveryShapeReadsBackAsTheRequestItStandsFor) {
     ASSERT_TRUE(back.ok()) << back.message();
     EXPECT_EQ(back->qos, s.pod.qos) << spec.dump();
     EXPECT_EQ(back->dedicated, s.pod.dedicated) << spec.dump();
-    if (!s.pod.dedicated) EXPECT_EQ(back->compute_policy, s.pod.compute_policy) << spec.dump();
+    if (!s.pod.dedicated) {
+      EXPECT_EQ(back->compute_policy, s.pod.compute_policy) << spec.dump();
+    }
     ASSERT_EQ(back->containers.size(), 1u);
     EXPECT_EQ(back->containers[0].card_count, s.c.card_count) << spec.dump();
     EXPECT_EQ(back->containers[0].CorePerCard(), s.c.CorePerCard()) << spec.dump();
     EXPECT_EQ(back->containers[0].ReclaimedCorePerCard(), s.c.ReclaimedCorePerCard()) << spec.dump();
-    if (!s.pod.dedicated) EXPECT_EQ(back->containers[0].MemoryPerCardMiB(), s.c.MemoryPerCardMiB());
+    if (!s.pod.dedicated) {
+      EXPECT_EQ(back->containers[0].MemoryPerCardMiB(), s.c.MemoryPerCardMiB());
+    }
   }
 }
 
