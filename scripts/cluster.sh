@@ -521,7 +521,8 @@ EOF
     [ -x "$tool" ] || die "$tool is not built (bash scripts/setup.sh mgpu-api-nodes)."
     start api-nodes "$tool" --kubeconfig "$state/kubeconfig" "${nodes_flags[@]}" \
       --confirm-after-ms "$confirm_after_ms"
-    wait_for "$api_nodes API-only nodes are Ready" 600 api_nodes_ready || fail_up api-nodes
+    # 300 s and half a second a node: 1,000 nodes took over five minutes on the shared 2-core machine.
+    wait_for "$api_nodes API-only nodes are Ready" $((300 + api_nodes / 2)) api_nodes_ready || fail_up api-nodes
   fi
   echo "cluster.sh: up; source $state/env (KUBECONFIG=$state/kubeconfig)" >&2
 }

@@ -88,11 +88,13 @@ struct DraConfig {
   std::string cdi_directory = "/var/run/cdi";         // where containerd reads CDI specs
   std::string state_directory = "/var/lib/mgpu/dra";  // the prepared claims' checkpoint
   std::string device_root = "/dev";                   // where the host's device nodes are seen
-  // How each card is published (docs/dra.md §2): "any" = six devices, one per kind of share, holding one
-  // shared counter, so that the scheduler gives a card whichever kind comes first (its cost grows with the
-  // square of the nodes: small clusters); or one kind ("fixed", "fixed-online", "guaranteed",
-  // "guaranteed-online", "native", "whole"): one device per card, no counters (the node pool's kind).
-  std::string cards = "any";
+  // How each card is published (docs/dra.md §2): one kind ("fixed", the default and the shipped
+  // defaultComputePolicy's; "fixed-online", "guaranteed", "guaranteed-online", "native", "whole"): one device
+  // per card, no counters, as fast for the scheduler as a bare driver at any scale; or "any" (opt-in, small
+  // clusters): six devices, one per kind of share, holding one shared counter, so that the scheduler gives a
+  // card whichever kind comes first (kube-scheduler v1.36's cost of counters grows with the square of the
+  // nodes).
+  std::string cards = "fixed";
 };
 
 struct ExtenderConfig {

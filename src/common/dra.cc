@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -31,6 +32,20 @@ Result<std::optional<int64_t>> Asked(const json& requests, std::string_view name
   if (!n.ok()) return n.error();
   return std::optional<int64_t>(*n);
 }
+
+// The share one claim asks of the driver (LimitsOfClaims), as mgpu's pod annotations and limits say it.
+struct AskedShare {
+  std::string qos;  // kQosLevelAnnotation's value: shared_cores, reclaimed_cores, dedicated_cores
+  std::optional<ComputePolicy> policy;  // nullopt: a whole card
+  int64_t count = 1;
+  int64_t core_per_card = 100;  // cores or reclaimedCores
+  int64_t memory_mib = 0;       // per card; 0: a whole card
+  bool operator==(const AskedShare&) const = default;
+  std::string Text() const {
+    return qos + (policy ? " " + std::string(Name(*policy)) : "") + " on " + std::to_string(count) + " card" +
+           (count > 1 ? "s" : "");
+  }
+};
 
 }  // namespace
 
@@ -424,6 +439,81 @@ Result<HeldShare> HeldOn(const ClaimFacts& claim, const NodeState& node, const C
     held.cards.push_back(
         {c->card.uuid, share->core_per_card, share->reclaimed_core_per_card, share->memory_per_card_mib});
   return out;
+}
+
+Result<std::optional<ClaimsAsLimits>> LimitsOfClaims(const json& pod, const std::map<std::string, json>& specs,
+                                                     const Config& config) {
+  const ResourceNames names = config.Names();
+  const std::string key = MetadataString(pod, "namespace") + "/" + MetadataString(pod, "name");
+  // The driver's share in one claim spec, nullopt when it asks none (CheckClaimSpec passed it: at most one
+  // request of the driver's classes, its amounts readable).
+  const auto asked = [&](const json& spec, const std::string& claim) -> Result<std::optional<AskedShare>> {
+    const std::string what = "pod " + key + " claim " + claim;
+    if (Status s = CheckClaimSpec(spec, config, what); !s.ok()) return Error{s.message()};
+    const json* requests = FindPath(spec, {"devices", "requests"});
+    for (const json& r : requests && requests->is_array() ? *requests : json::array()) {
+      const std::string class_name = StringAt(r, {"exactly", "deviceClassName"});
+      if (!IsDriverClass(class_name, config)) continue;
+      AskedShare share;
+      if (const json* n = FindPath(r, {"exactly", "count"}); n && n->is_number_integer()) share.count = *n;
+      share.policy = ClassPolicy(class_name, config);
+      if (!share.policy) {
+        share.qos = "dedicated_cores";
+        return std::optional<AskedShare>(share);
+      }
+      const json* capacities = FindPath(r, {"exactly", "capacity", "requests"});
+      const int64_t cores = Asked(*capacities, kCores, false)->value_or(0);
+      share.qos = cores > 0 ? "shared_cores" : "reclaimed_cores";
+      share.core_per_card = cores > 0 ? cores : Asked(*capacities, kReclaimedCores, false)->value_or(0);
+      share.memory_mib = Asked(*capacities, kMemory, true)->value_or(0);
+      return std::optional<AskedShare>(share);
+    }
+    return std::optional<AskedShare>();
+  };
+  ClaimsAsLimits out;
+  std::optional<AskedShare> first;
+  std::string first_container;
+  std::set<std::string> counted;
+  for (const char* list : {"initContainers", "containers"}) {
+    const json* containers = FindPath(pod, {"spec", list});
+    for (const json& container : containers && containers->is_array() ? *containers : json::array()) {
+      const std::string name = StringAt(container, {"name"});
+      std::vector<AskedShare> shares;
+      const json* claims = FindPath(container, {"resources", "claims"});
+      for (const json& c : claims && claims->is_array() ? *claims : json::array()) {
+        const std::string claim = StringAt(c, {"name"});
+        auto spec = specs.find(claim);
+        if (spec == specs.end() || !counted.insert(claim).second) continue;
+        Result<std::optional<AskedShare>> share = asked(spec->second, claim);
+        if (!share.ok()) return share.error();
+        if (*share) shares.push_back(**share);
+      }
+      if (shares.empty()) continue;
+      if (shares.size() > 1)
+        return Error{"pod " + key + " container " + name + " holds " + std::to_string(shares.size()) +
+                     " shares of " + DriverName(config) + " classes; mgpu counts one claim per container"};
+      const AskedShare& share = shares.front();
+      if (!first) {
+        first = share;
+        first_container = name;
+      } else if (share.qos != first->qos || share.policy != first->policy || share.count != first->count) {
+        return Error{"pod " + key + " asks " + first->Text() + " in container " + first_container + " but " +
+                     share.Text() + " in container " + name +
+                     "; one mgpu pod is one kind of share on one number of cards"};
+      }
+      const int64_t unit = std::max<int64_t>(1, config.memory_unit_mib);
+      const int64_t units = share.policy ? (share.memory_mib + unit - 1) / unit : 1;
+      std::map<std::string, std::string>& limits = out.limits[name];
+      const bool offline = share.qos == "reclaimed_cores";
+      limits[offline ? names.reclaimed_core : names.core] = std::to_string(share.core_per_card * share.count);
+      limits[names.memory] = std::to_string(units * share.count);
+    }
+  }
+  if (!first) return std::optional<ClaimsAsLimits>();
+  out.annotations[std::string(kQosLevelAnnotation)] = first->qos;
+  if (first->policy) out.annotations[names.compute_policy] = std::string(Name(*first->policy));
+  out.annotations[names.gpu_count] = std::to_string(first->count);
+  return std::optional<ClaimsAsLimits>(std::move(out));
 }
 
 json DraLimitsOf(const json& pod, const PodRequest& request, const Config& config) {

@@ -14,6 +14,7 @@
 
 #include "common/config.h"
 #include "common/model.h"
+#include "common/request.h"
 #include "common/result.h"
 
 namespace mgpu::dra {
@@ -162,5 +163,26 @@ nlohmann::json DraLimitsOf(const nlohmann::json& pod, const PodRequest& request,
 // The pod as it was written, for ParsePodRequest: the limits of D/dra-limits put back and D/dra-gpu taken
 // out. nullopt when the pod has no D/dra-limits annotation; an error when it is not what DraLimitsOf writes.
 Result<std::optional<nlohmann::json>> WithDraLimits(const nlohmann::json& pod, const Config& config);
+
+// A pod no /mutate rewrote whose containers hold claims of the driver's classes (written by hand, through a
+// ResourceClaimTemplate or a ResourceClaim; not <driver>/gpu: kube-scheduler v1.36.2 finds no node for a pod
+// asking it beside D/dra-gpu), in
+// mgpu's own terms, so that the extender scores its nodes as it does /mutate's pods (docs/dra.md §7):
+// D/dra-limits's value (container -> the mgpu limits its claim stands for: cores or reclaimedCores times its
+// cards, memory in memoryUnitMiB, rounded up, times its cards; a whole card 100 cores and one unit) and the
+// pod annotations ParsePodRequest reads them with (qos_level, the compute policy, gpu-count), which replace
+// the pod's own.
+struct ClaimsAsLimits {
+  std::map<std::string, std::map<std::string, std::string>> limits;  // D/dra-limits's value, as JSON
+  Annotations annotations;
+};
+// `specs`: the ResourceClaimSpec behind each of the pod's spec.resourceClaims entries that could be read, by
+// entry name (a claim two containers hold counts in the first). nullopt when no container holds a claim of
+// the driver's classes; an error, one sentence naming the pod, when a claim breaks a
+// rule (CheckClaimSpec), a container holds two of them, or they differ in kind (online, offline, whole card),
+// compute policy or card count: one mgpu pod is one kind of share on one number of cards.
+Result<std::optional<ClaimsAsLimits>> LimitsOfClaims(const nlohmann::json& pod,
+                                                     const std::map<std::string, nlohmann::json>& specs,
+                                                     const Config& config);
 
 }  // namespace mgpu::dra

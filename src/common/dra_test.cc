@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/allocator.h"
+#include "common/request.h"
 #include "common/test_objects.h"
 
 namespace mgpu::dra {
@@ -63,6 +64,9 @@ TEST(DraNames, VariantsKeepThePerCardRules) {
 
 TEST(DraNames, PublishedVariantsFollowDraCards) {
   Config c;
+  EXPECT_EQ(PublishedVariants(c), std::vector<Variant>{Variant::kFixed});  // the default: one kind, fixed
+  EXPECT_FALSE(SharedCounters(c));
+  c.dra.cards = "any";
   EXPECT_EQ(PublishedVariants(c).size(), 6u);
   EXPECT_TRUE(SharedCounters(c));
   EXPECT_TRUE(WholeCardDevice(Variant::kWhole, c));
@@ -306,6 +310,114 @@ TEST(ReadClaim, CountsTheDriversAllocationOnItsNodesCards) {
   Result<HeldShare> none = HeldOn(**far, node, config);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.message().find("does not have"), std::string::npos) << none.message();
+}
+
+// A pod of containers "c" (and "d") holding the claim entries `claims`, their specs `specs`.
+json ClaimPod(const std::map<std::string, std::vector<std::string>>& claims) {
+  json pod = {{"metadata", {{"name", "p"}, {"namespace", "default"}}}, {"spec", {{"containers", json::array()}}}};
+  for (const auto& [container, names] : claims) {
+    json c = {{"name", container}, {"image", "x"}, {"resources", {{"claims", json::array()}}}};
+    for (const std::string& n : names) c["resources"]["claims"].push_back({{"name", n}});
+    pod["spec"]["containers"].push_back(c);
+  }
+  return pod;
+}
+
+// The pod as the webhook leaves it (the annotations set, D/dra-limits), read back as the extender reads it.
+Result<PodRequest> ReadBack(json pod, const ClaimsAsLimits& asked) {
+  for (const auto& [k, v] : asked.annotations) pod["metadata"]["annotations"][k] = v;
+  pod["metadata"]["annotations"][Config().Names().dra_limits] = json(asked.limits).dump();
+  Result<std::optional<json>> written = WithDraLimits(pod, Config());
+  if (!written.ok()) return written.error();
+  return ParsePodRequest(**written, Config());
+}
+
+// A hand-written claim of every shape /mutate writes reads back as the request it was written from: the
+// extender counts it as it counts /mutate's pod of that request.
+TEST(LimitsOfClaims, EveryShapeReadsBackAsTheRequestItStandsFor) {
+  const Config config;
+  struct Shape {
+    PodRequest pod;
+    ContainerRequest c;
+  };
+  const Shape shapes[] = {
+      {Pod(Qos::kOnline, ComputePolicy::kFixedShare), Container(30, 0, 4096)},
+      {Pod(Qos::kOffline, ComputePolicy::kGuaranteedBurstShare), Container(0, 40, 2048)},
+      {Pod(Qos::kOnline, ComputePolicy::kNativeBurstShare), Container(100, 0, 16384, 2)},
+      {Pod(Qos::kOnline, ComputePolicy::kFixedShare, true), Container(200, 0, 2, 2)},
+  };
+  for (const Shape& s : shapes) {
+    const json spec = ClaimSpecFor(s.pod, s.c, config);
+    auto asked = LimitsOfClaims(ClaimPod({{"c", {"gpu"}}}), {{"gpu", spec}}, config);
+    ASSERT_TRUE(asked.ok()) << asked.message();
+    ASSERT_TRUE(asked->has_value()) << spec.dump();
+    Result<PodRequest> back = ReadBack(ClaimPod({{"c", {"gpu"}}}), **asked);
+    ASSERT_TRUE(back.ok()) << back.message();
+    EXPECT_EQ(back->qos, s.pod.qos) << spec.dump();
+    EXPECT_EQ(back->dedicated, s.pod.dedicated) << spec.dump();
+    if (!s.pod.dedicated) {
+      EXPECT_EQ(back->compute_policy, s.pod.compute_policy) << spec.dump();
+    }
+    ASSERT_EQ(back->containers.size(), 1u);
+    EXPECT_EQ(back->containers[0].card_count, s.c.card_count) << spec.dump();
+    EXPECT_EQ(back->containers[0].CorePerCard(), s.c.CorePerCard()) << spec.dump();
+    EXPECT_EQ(back->containers[0].ReclaimedCorePerCard(), s.c.ReclaimedCorePerCard()) << spec.dump();
+    if (!s.pod.dedicated) {
+      EXPECT_EQ(back->containers[0].MemoryPerCardMiB(), s.c.MemoryPerCardMiB());
+    }
+  }
+}
+
+// Memory rounds up to memoryUnitMiB; a claim two containers hold counts once; claims of other drivers,
+// missing specs and <driver>/gpu (kube-scheduler finds no node for it beside D/dra-gpu) count nothing.
+TEST(LimitsOfClaims, UnitsSharedAndForeignClaims) {
+  Config config;
+  json pod = ClaimPod({{"c", {}}});
+  pod["spec"]["containers"][0]["resources"]["limits"] = {{WholeCardResource(config), "2"}};
+  auto whole = LimitsOfClaims(pod, {}, config);
+  ASSERT_TRUE(whole.ok()) << whole.message();
+  EXPECT_FALSE(whole->has_value());
+
+  config.memory_unit_mib = 10;
+  const json spec = ClaimSpecFor(Pod(Qos::kOnline, ComputePolicy::kFixedShare), Container(30, 0, 4095), config);
+  auto shared = LimitsOfClaims(ClaimPod({{"c", {"gpu"}}, {"d", {"gpu"}}}), {{"gpu", spec}}, config);
+  ASSERT_TRUE(shared.ok() && shared->has_value()) << shared.message();
+  EXPECT_EQ((*shared)->limits, (std::map<std::string, std::map<std::string, std::string>>{
+                                   {"c", {{config.Names().core, "30"}, {config.Names().memory, "410"}}}}));
+
+  const json foreign = json::parse(
+      R"({"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}})");
+  auto none = LimitsOfClaims(ClaimPod({{"c", {"gpu", "missing"}}}), {{"gpu", foreign}}, config);
+  ASSERT_TRUE(none.ok()) << none.message();
+  EXPECT_FALSE(none->has_value());
+}
+
+// What cannot be one mgpu pod is one sentence naming the pod: a claim that breaks a rule, two shares in a
+// container, different kinds in two containers.
+TEST(LimitsOfClaims, RefusesWhatIsNotOneMgpuPod) {
+  const Config config;
+  const json online = ClaimSpecFor(Pod(Qos::kOnline, ComputePolicy::kFixedShare), Container(30, 0, 4096), config);
+  const json offline =
+      ClaimSpecFor(Pod(Qos::kOffline, ComputePolicy::kFixedShare), Container(0, 40, 2048), config);
+  json no_memory = online;
+  no_memory["devices"]["requests"][0]["exactly"]["capacity"]["requests"].erase("memory");
+  const struct {
+    json pod;
+    std::map<std::string, json> specs;
+    std::string says;
+  } cases[] = {
+      {ClaimPod({{"c", {"a"}}}), {{"a", no_memory}}, "pod default/p claim a request gpu asks no memory"},
+      {ClaimPod({{"c", {"a", "b"}}}), {{"a", online}, {"b", online}},
+       "pod default/p container c holds 2 shares of mgpu.io classes; mgpu counts one claim per container"},
+      {ClaimPod({{"c", {"a"}}, {"d", {"b"}}}), {{"a", online}, {"b", offline}},
+       "pod default/p asks shared_cores fixed-share on 1 card in container c but reclaimed_cores fixed-share on 1 "
+       "card in container d; one mgpu pod is one kind of share on one number of cards"},
+  };
+  for (const auto& c : cases) {
+    auto asked = LimitsOfClaims(c.pod, c.specs, config);
+    ASSERT_FALSE(asked.ok()) << c.says;
+    EXPECT_NE(asked.message().find(c.says), std::string::npos) << asked.message();
+  }
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ class DaemonTest : public ::testing::Test {
     config_.isolation.backend = IsolationBackend::kNone;  // the guard's set-up: isolation_setup_test.cc
     config_.dra.kubelet_root_dir = dir_.path() + "/kubelet";
     config_.dra.cdi_directory = dir_.path() + "/cdi";
+    config_.dra.cards = "any";  // the opt-in six-device layout: a counters slice and a devices slice
     config_.dra.state_directory = dir_.path() + "/state";
   }
 

@@ -6,8 +6,10 @@ namespace mgpu::dra {
 namespace {
 
 TEST(HealthMessage, SixDevicesPerCardWithTheCardsHealth) {
+  Config config;
+  config.dra.cards = "any";  // the opt-in six-device layout
   const auto m = HealthMessage("node-a", {Card{0, "GPU-a", "m", 1, true}, Card{3, "GPU-d", "m", 1, false}},
-                               PublishedVariants(Config()), 1700000000);
+                               PublishedVariants(config), 1700000000);
   ASSERT_EQ(m.devices_size(), 12);
   EXPECT_EQ(m.devices(0).device().device_name(), "gpu-0-fixed");
   EXPECT_EQ(m.devices(0).health(), v1alpha1::HEALTHY);

@@ -41,6 +41,7 @@ class PluginTest : public ::testing::Test {
   PluginTest() : state_({Card{0, "GPU-a", "NVIDIA A10", 24576, true}}) {
     config_.dra.kubelet_root_dir = dir_.path() + "/kubelet";
     config_.dra.cdi_directory = dir_.path() + "/cdi";
+    config_.dra.cards = "any";  // the opt-in six-device layout: six devices per card
     claims_ = PreparedClaims::Open(dir_.path() + "/state/checkpoint.json").value();
     preparer_ = std::make_unique<Preparer>(
         config_, "node-a", std::vector<NodeCard>{{state_.Cards()[0], 24576, "", {}}}, state_, *claims_, api_);

@@ -27,6 +27,7 @@ class PublisherTest : public ::testing::Test {
  protected:
   PublisherTest()
       : state_({Card{0, "GPU-a", "NVIDIA A10", 24576, true}, Card{1, "GPU-b", "NVIDIA A10", 24576, true}}) {
+    config_.dra.cards = "any";  // the opt-in six-device layout: a counters slice and a devices slice
     EXPECT_TRUE(api_.Start().ok());
     json node = {
         {"metadata", {{"name", "node-a"}, {"annotations", {{config_.Names().gpu_inventory, "{}"}}}}}};

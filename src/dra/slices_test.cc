@@ -27,8 +27,15 @@ const json* Device(const std::vector<json>& slices, const std::string& name) {
   return nullptr;
 }
 
+// The opt-in six-device layout (dra.cards: any).
+Config Any() {
+  Config config;
+  config.dra.cards = "any";
+  return config;
+}
+
 TEST(Slices, PoolOfCounterAndDeviceSlicesPerEightCards) {
-  const auto slices = BuildSlices("node-a", Cards(10), Config(), 7);
+  const auto slices = BuildSlices("node-a", Cards(10), Any(), 7);
   ASSERT_EQ(slices.size(), 4u);
   EXPECT_EQ(slices[0]["metadata"]["name"], "node-a-mgpu.io-counters-0");
   EXPECT_EQ(slices[1]["metadata"]["name"], "node-a-mgpu.io-devices-0");
@@ -52,7 +59,7 @@ TEST(Slices, PoolOfCounterAndDeviceSlicesPerEightCards) {
 }
 
 TEST(Slices, SixDevicesPerCardConsumingItsOneSharingCounter) {
-  Config config;
+  Config config = Any();
   config.memory_unit_mib = 4;
   const auto slices = BuildSlices("n", Cards(1, 81556), config, 1);
   const json& devices = slices[1]["spec"]["devices"];
@@ -127,9 +134,9 @@ TEST(Slices, OneVariantPublishesOneDevicePerCardWithoutCounters) {
 
 TEST(Slices, AnUnhealthyCardsDevicesAreTaintedAndTheSpecChanges) {
   auto cards = Cards(2);
-  const auto healthy = BuildSlices("n", cards, Config(), 1);
+  const auto healthy = BuildSlices("n", cards, Any(), 1);
   cards[1].card.healthy = false;
-  const auto sick = BuildSlices("n", cards, Config(), 1);
+  const auto sick = BuildSlices("n", cards, Any(), 1);
   for (Variant v : kVariants) {
     EXPECT_FALSE(Device(sick, DeviceName(0, v))->contains("taints"));
     EXPECT_EQ((*Device(sick, DeviceName(1, v)))["taints"],
@@ -142,8 +149,8 @@ TEST(Slices, AnUnhealthyCardsDevicesAreTaintedAndTheSpecChanges) {
 TEST(Slices, SameSpecIgnoresGenerationAndTheTaintTimeTheServerAdds) {
   auto cards = Cards(1);
   cards[0].card.healthy = false;
-  const auto wanted = BuildSlices("n", cards, Config(), 1);
-  json stored = BuildSlices("n", cards, Config(), 9)[1];
+  const auto wanted = BuildSlices("n", cards, Any(), 1);
+  json stored = BuildSlices("n", cards, Any(), 9)[1];
   stored["metadata"]["resourceVersion"] = "42";
   stored["spec"]["devices"][0]["taints"][0]["timeAdded"] = "2026-11-26T02:33:54Z";
   EXPECT_TRUE(SameSpec(stored, wanted[1]));

@@ -171,27 +171,44 @@ AdmissionReply ReviewAdmission(const std::string& body, const Config& config,
   return AdmissionAnswer(uid, 403, Judge(*subject, config, workload));
 }
 
-AdmissionReply MutatePodMemory(const std::string& body, const Config& config, const WorkloadLookup& workload) {
+CreatedPod PodAtCreate(const std::string& body) {
+  CreatedPod out;
   AdmissionReply bad_request;
   Result<json> parsed = AdmissionRequestOf(body, bad_request);
-  if (!parsed.ok()) return bad_request;
-  const json& request = *parsed;
-  const std::string uid = kube::StringAt(request, {"uid"});
-  if (kube::StringAt(request, {"operation"}) != "CREATE" || kube::StringAt(request, {"kind", "kind"}) != "Pod" ||
-      !kube::StringAt(request, {"kind", "group"}).empty())
-    return AdmissionAnswer(uid, 200, "");
+  if (!parsed.ok()) {
+    out.answer = bad_request;
+    return out;
+  }
+  out.request = std::move(*parsed);
+  const json& request = out.request;
+  out.uid = kube::StringAt(request, {"uid"});
   const json& object = At(request, {"object"});
-  if (!object.is_object())
-    return AdmissionAnswer(uid, 400, "the AdmissionReview's request.object is not a JSON object");
-  std::string ns = kube::StringAt(request, {"namespace"});
-  if (ns.empty()) ns = kube::MetadataString(object, "namespace");
-  const std::optional<Subject> subject = SubjectOf(object, "", "Pod", ns);
+  if (kube::StringAt(request, {"operation"}) != "CREATE" || kube::StringAt(request, {"kind", "kind"}) != "Pod" ||
+      !kube::StringAt(request, {"kind", "group"}).empty()) {
+    out.answer = AdmissionAnswer(out.uid, 200, "");
+  } else if (!object.is_object()) {
+    out.answer = AdmissionAnswer(out.uid, 400, "the AdmissionReview's request.object is not a JSON object");
+  } else {
+    out.pod = object;
+    if (kube::MetadataString(out.pod, "namespace").empty())
+      out.pod["metadata"]["namespace"] = kube::StringAt(request, {"namespace"});
+    if (kube::MetadataString(out.pod, "name").empty())
+      out.pod["metadata"]["name"] = kube::MetadataString(out.pod, "generateName");
+  }
+  return out;
+}
+
+AdmissionReply MutatePodMemory(const std::string& body, const Config& config, const WorkloadLookup& workload) {
+  const CreatedPod created = PodAtCreate(body);
+  if (created.answer) return *created.answer;
+  const std::optional<Subject> subject =
+      SubjectOf(created.pod, "", "Pod", kube::MetadataString(created.pod, "namespace"));
   // A pod that breaks a rule gets no patch: /validate refuses it, in the same words.
   const json patch = MemoryRewriteOf(subject->pod, config, ControllerAnnotations(*subject, workload));
   if (!patch.empty())
     spdlog::info("pod={} mgpu-memory rewritten from MiB into {} MiB devices", PodKeyOf(subject->pod),
                  config.memory_unit_mib);
-  return AdmissionAnswer(uid, 200, "", patch);
+  return AdmissionAnswer(created.uid, 200, "", patch);
 }
 
 }  // namespace mgpu::extender

@@ -12,6 +12,7 @@
 // server then applies the webhook's failurePolicy); an unreadable request.object is refused with code 400.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -41,5 +42,15 @@ AdmissionReply MutatePodMemory(const std::string& body, const Config& config, co
 Result<nlohmann::json> AdmissionRequestOf(const std::string& body, AdmissionReply& bad_request);
 AdmissionReply AdmissionAnswer(const std::string& uid, int code, const std::string& refusal,
                                const nlohmann::json& patch = nullptr);
+
+// A Pod at CREATE in an AdmissionReview `body`, its namespace (and its name, from generateName) filled in
+// from the request; or, in `answer`, the reply to give at once (a bad request, or anything else allowed).
+struct CreatedPod {
+  std::optional<AdmissionReply> answer;
+  std::string uid;
+  nlohmann::json request;
+  nlohmann::json pod;
+};
+CreatedPod PodAtCreate(const std::string& body);
 
 }  // namespace mgpu::extender

@@ -24,9 +24,12 @@ inline constexpr kube::ApiCall kApiCalls[] = {
 };
 
 // The DRA mode (deploy/dra/ grants it): /mutate creates the ResourceClaimTemplates the pods it rewrites name;
-// the claim informer counts what allocated claims hold, to score DRA pods' nodes.
+// /mutate-claims reads the templates and claims hand-written pods name; the claim informer counts what
+// allocated claims hold, to score DRA pods' nodes.
 inline constexpr kube::ApiCall kDraApiCalls[] = {
     {"resource.k8s.io", "resourceclaimtemplates", "create"},
+    {"resource.k8s.io", "resourceclaimtemplates", "get"},
+    {"resource.k8s.io", "resourceclaims", "get"},
     {"resource.k8s.io", "resourceclaims", "list"},
     {"resource.k8s.io", "resourceclaims", "watch"},
 };

@@ -155,6 +155,17 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
         kube::ApiResult r = client_->Create(kube::kResourceClaimTemplates, ns, claim_template);
         if (r.ok() || r.http_status() == 409) return Status::Ok();  // 409: it exists already
         return r.error();
+      },
+      [this](const std::string& ns, const nlohmann::json& entry) -> Result<std::optional<nlohmann::json>> {
+        const std::string from_template = StringAt(entry, {"resourceClaimTemplateName"});
+        const std::string claim = StringAt(entry, {"resourceClaimName"});
+        if (from_template.empty() && claim.empty()) return std::optional<nlohmann::json>();
+        kube::ApiResult r = from_template.empty() ? client_->Get(kube::kResourceClaims, ns, claim)
+                                                  : client_->Get(kube::kResourceClaimTemplates, ns, from_template);
+        if (r.IsNotFound()) return std::optional<nlohmann::json>();
+        if (!r.ok()) return r.error();
+        const nlohmann::json* spec = from_template.empty() ? FindPath(*r, {"spec"}) : FindPath(*r, {"spec", "spec"});
+        return spec ? std::optional<nlohmann::json>(*spec) : std::optional<nlohmann::json>();
       });
   return server_->Start(config_.extender.listen_address, config_.extender);
 }

@@ -7,8 +7,30 @@
 #include "common/request.h"
 
 namespace mgpu::extender {
+namespace {
 
 using nlohmann::json;
+
+// Adds one D/dra-gpu to the limits of `container` (its resources at `base`): kube-scheduler then calls the
+// extender for the pod (no node has it; the scheduler and the kubelet ignore it).
+void AddDraGpu(json& patch, const json& container, const std::string& base, const ResourceNames& names) {
+  const json* limits = FindPath(container, {"resources", "limits"});
+  if (FindPath(container, {"resources"}) == nullptr)
+    patch.push_back({{"op", "add"}, {"path", base}, {"value", json::object()}});
+  if (limits == nullptr || !limits->is_object())
+    patch.push_back({{"op", "add"}, {"path", base + "/limits"}, {"value", json::object()}});
+  patch.push_back({{"op", "add"}, {"path", base + "/limits/" + PointerToken(names.dra_resource)}, {"value", "1"}});
+}
+
+// Sets the pod's annotations `values` (replacing those it has).
+void AddAnnotations(json& patch, const json& pod, const Annotations& values) {
+  if (!FindPath(pod, {"metadata", "annotations"}))
+    patch.push_back({{"op", "add"}, {"path", "/metadata/annotations"}, {"value", json::object()}});
+  for (const auto& [key, value] : values)
+    patch.push_back({{"op", "add"}, {"path", "/metadata/annotations/" + PointerToken(key)}, {"value", value}});
+}
+
+}  // namespace
 
 DraRewrite RewritePodForDra(const json& pod, const PodRequest& request, const Config& config) {
   DraRewrite out;
@@ -40,44 +62,24 @@ DraRewrite RewritePodForDra(const json& pod, const PodRequest& request, const Co
           out.patch.push_back({{"op", "remove"}, {"path", base + "/" + kind + "/" + PointerToken(r)}});
       }
     }
-    // One D/dra-gpu: kube-scheduler calls the extender for the pod (no node has it; the scheduler and the
-    // kubelet ignore it).
-    const json* limits = FindPath(container, {"resources", "limits"});
-    if (limits == nullptr || !limits->is_object())
-      out.patch.push_back({{"op", "add"}, {"path", base + "/limits"}, {"value", json::object()}});
-    out.patch.push_back(
-        {{"op", "add"}, {"path", base + "/limits/" + PointerToken(names.dra_resource)}, {"value", "1"}});
+    AddDraGpu(out.patch, container, base, names);
     const json* claims = FindPath(container, {"resources", "claims"});
     if (claims == nullptr || !claims->is_array())
       out.patch.push_back({{"op", "add"}, {"path", base + "/claims"}, {"value", json::array()}});
     out.patch.push_back({{"op", "add"}, {"path", base + "/claims/-"}, {"value", {{"name", claim}}}});
   }
   // The limits it had, for the extender to read the pod's request as it was written (dra::WithDraLimits).
-  if (!FindPath(pod, {"metadata", "annotations"}))
-    out.patch.push_back({{"op", "add"}, {"path", "/metadata/annotations"}, {"value", json::object()}});
-  out.patch.push_back({{"op", "add"},
-                       {"path", "/metadata/annotations/" + PointerToken(names.dra_limits)},
-                       {"value", dra::DraLimitsOf(pod, request, config).dump()}});
+  AddAnnotations(out.patch, pod, {{names.dra_limits, dra::DraLimitsOf(pod, request, config).dump()}});
   return out;
 }
 
 AdmissionReply MutatePodForDra(const std::string& body, const Config& config, const WorkloadLookup& workload,
                                const TemplateWriter& templates) {
-  AdmissionReply bad_request;
-  Result<json> parsed = AdmissionRequestOf(body, bad_request);
-  if (!parsed.ok()) return bad_request;
-  const json& request = *parsed;
-  const std::string uid = StringAt(request, {"uid"});
-  if (StringAt(request, {"operation"}) != "CREATE" || StringAt(request, {"kind", "kind"}) != "Pod" ||
-      !StringAt(request, {"kind", "group"}).empty())
-    return AdmissionAnswer(uid, 200, "");
-  const json* object = FindPath(request, {"object"});
-  if (object == nullptr || !object->is_object())
-    return AdmissionAnswer(uid, 400, "the AdmissionReview's request.object is not a JSON object");
-  json pod = *object;
-  if (MetadataString(pod, "namespace").empty())
-    pod["metadata"]["namespace"] = StringAt(request, {"namespace"});
-  if (MetadataString(pod, "name").empty()) pod["metadata"]["name"] = MetadataString(pod, "generateName");
+  CreatedPod created = PodAtCreate(body);
+  if (created.answer) return *created.answer;
+  const std::string& uid = created.uid;
+  const json& request = created.request;
+  const json& pod = created.pod;
   Annotations controller;
   if (workload && ControllerOf(pod)) controller = workload(pod);
   Result<PodRequest> asked = ParsePodRequest(pod, config, controller, MemoryCountAtAdmission(pod, config));
@@ -97,6 +99,45 @@ AdmissionReply MutatePodForDra(const std::string& body, const Config& config, co
   }
   spdlog::info("pod={} rewritten into {} DRA claims", asked->Key(), rewrite.templates.size());
   return AdmissionAnswer(uid, 200, "", rewrite.patch);
+}
+
+AdmissionReply MutateClaimPodForDra(const std::string& body, const Config& config, const ClaimSpecReader& read) {
+  CreatedPod created = PodAtCreate(body);
+  if (created.answer) return *created.answer;
+  const std::string& uid = created.uid;
+  const json& pod = created.pod;
+  const ResourceNames names = config.Names();
+  if (FindPath(pod, {"metadata", "annotations", names.dra_limits.c_str()})) return AdmissionAnswer(uid, 200, "");
+  const std::string ns = MetadataString(pod, "namespace");
+  std::map<std::string, json> specs;
+  const json* entries = FindPath(pod, {"spec", "resourceClaims"});
+  for (const json& entry : entries && entries->is_array() ? *entries : json::array()) {
+    Result<std::optional<json>> spec = read ? read(ns, entry) : Result<std::optional<json>>(Error{"no API client"});
+    if (spec.ok() && *spec) {
+      specs[StringAt(entry, {"name"})] = std::move(**spec);
+    } else if (!spec.ok()) {
+      spdlog::warn("pod={}/{} claim {} not read, not counted: {}", ns, MetadataString(pod, "name"),
+                   StringAt(entry, {"name"}), spec.message());
+    }
+  }
+  Result<std::optional<dra::ClaimsAsLimits>> asked = dra::LimitsOfClaims(pod, specs, config);
+  if (!asked.ok()) return AdmissionAnswer(uid, 403, asked.message());
+  if (!*asked) return AdmissionAnswer(uid, 200, "");
+  json patch = json::array();
+  for (const char* list : {"initContainers", "containers"}) {
+    const json* containers = FindPath(pod, {"spec", list});
+    for (size_t i = 0; containers && containers->is_array() && i < containers->size(); ++i) {
+      if ((*asked)->limits.count(StringAt((*containers)[i], {"name"})))
+        AddDraGpu(patch, (*containers)[i], "/spec/" + std::string(list) + "/" + std::to_string(i) + "/resources",
+                  names);
+    }
+  }
+  Annotations annotations = std::move((*asked)->annotations);
+  annotations[names.dra_limits] = json((*asked)->limits).dump();
+  AddAnnotations(patch, pod, annotations);
+  spdlog::info("pod={}/{} holds claims of {}: scored by the extender", ns, MetadataString(pod, "name"),
+               dra::DriverName(config));
+  return AdmissionAnswer(uid, 200, "", patch);
 }
 
 AdmissionReply ReviewClaimAdmission(const std::string& body, const Config& config) {

@@ -6,6 +6,13 @@
 //   (dra::TemplateNameFor, created in the pod's namespace when missing; not on a dry run) and a
 //   spec.resourceClaims entry "mgpu-<k>" the container's resources.claims names. qos_level, the compute
 //   policy and gpu-count are honoured through the claim (dra::ClaimSpecFor). Other pods pass unchanged.
+// - POST /mutate-claims (a MutatingWebhookConfiguration for pods of every namespace that hold claims,
+//   failurePolicy Ignore): a Pod at CREATE without D/dra-limits whose containers hold claims of the driver's
+//   classes written by hand (the ResourceClaimTemplate or ResourceClaim each spec.resourceClaims entry names,
+//   read from the API server) gets what /mutate gives its own pods, so that
+//   the extender chooses its node: one D/dra-gpu per such container, D/dra-limits and the annotations
+//   dra::LimitsOfClaims derives. Claims that cannot be one mgpu pod are refused with its sentence; a claim
+//   that cannot be read is left out (logged). Other pods pass unchanged.
 // - POST /validate-claims: a ResourceClaim or ResourceClaimTemplate asking the driver's classes is refused at
 //   CREATE (and a template's UPDATE) when its request breaks a rule (dra::CheckClaimSpec), instead of failing
 //   its pod at prepare time.
@@ -36,6 +43,11 @@ DraRewrite RewritePodForDra(const nlohmann::json& pod, const PodRequest& request
 
 AdmissionReply MutatePodForDra(const std::string& body, const Config& config, const WorkloadLookup& workload,
                                const TemplateWriter& templates);
+// The ResourceClaimSpec one spec.resourceClaims entry of a pod in `ns` names (a ResourceClaimTemplate's
+// spec.spec, or a ResourceClaim's spec); nullopt when that object does not exist.
+using ClaimSpecReader =
+    std::function<Result<std::optional<nlohmann::json>>(const std::string& ns, const nlohmann::json& entry)>;
+AdmissionReply MutateClaimPodForDra(const std::string& body, const Config& config, const ClaimSpecReader& read);
 AdmissionReply ReviewClaimAdmission(const std::string& body, const Config& config);
 
 }  // namespace mgpu::extender

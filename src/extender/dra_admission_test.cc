@@ -234,13 +234,82 @@ TEST(DraClaimValidation, RefusesClaimsAndTemplatesThatBreakARule) {
                            Config()))["allowed"]);
 }
 
+// The API server's objects a hand-written pod names: the template "t20" (20 cores, 4 GiB of class mgpu.io) and
+// the claim "offline-40"; anything else does not exist.
+ClaimSpecReader Templates() {
+  return [](const std::string& ns, const json& entry) -> Result<std::optional<json>> {
+    EXPECT_EQ(ns, "team-a");
+    if (entry.value("resourceClaimTemplateName", "") == "t20")
+      return std::optional<json>(json::parse(R"({"devices": {"requests": [{"name": "gpu", "exactly":
+          {"deviceClassName": "mgpu.io", "capacity": {"requests": {"cores": "20", "memory": "4Gi"}}}}]}})"));
+    if (entry.value("resourceClaimName", "") == "offline-40")
+      return std::optional<json>(json::parse(R"({"devices": {"requests": [{"name": "gpu", "exactly":
+          {"deviceClassName": "mgpu.io", "capacity": {"requests": {"reclaimedCores": "40", "memory": "2Gi"}}}}]}})"));
+    return std::optional<json>();
+  };
+}
+
+// A pod written with claims by hand: container "c" holds claim "gpu" of template `from`.
+json HandWrittenPod(const std::string& from = "t20") {
+  return json::parse(R"({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "byhand", "namespace": "team-a"},
+    "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": ")" +
+                     from + R"("}], "containers": [{"name": "c", "image": "x",
+      "resources": {"claims": [{"name": "gpu"}], "requests": {"cpu": "1"}}}]}})");
+}
+
+// A pod whose claim names mgpu's class without /mutate gets what /mutate gives its pods: one D/dra-gpu, and
+// D/dra-limits with the annotations that make the extender read the claim's share.
+TEST(DraClaimMutation, AHandWrittenClaimIsCountedAsMutatesPodsAre) {
+  const json pod = HandWrittenPod();
+  const json out = Patched(pod, Response(MutateClaimPodForDra(Review("Pod", pod).dump(), Config(), Templates())));
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"], json({{kNames.dra_resource, "1"}}));
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["claims"], pod["spec"]["containers"][0]["resources"]["claims"]);
+  const PodFacts facts = ReadPod(out, Config());
+  EXPECT_TRUE(facts.dra);
+  ASSERT_TRUE(facts.request.ok()) << facts.request.message();
+  ASSERT_EQ(facts.request->containers.size(), 1u);
+  EXPECT_EQ(facts.request->qos, Qos::kOnline);
+  EXPECT_EQ(facts.request->compute_policy, ComputePolicy::kFixedShare);
+  EXPECT_EQ(facts.request->containers[0].core, 20);
+  EXPECT_EQ(facts.request->containers[0].memory_mib, 4096);
+
+  json offline = HandWrittenPod();
+  offline["spec"]["resourceClaims"][0] = {{"name", "gpu"}, {"resourceClaimName", "offline-40"}};
+  const PodFacts off = ReadPod(
+      Patched(offline, Response(MutateClaimPodForDra(Review("Pod", offline).dump(), Config(), Templates()))),
+      Config());
+  ASSERT_TRUE(off.request.ok()) << off.request.message();
+  EXPECT_EQ(off.request->qos, Qos::kOffline);
+  EXPECT_EQ(off.request->containers[0].reclaimed_core, 40);
+}
+
+// Pods /mutate rewrote, pods whose claims do not exist (yet) or are another driver's, and pods without claims
+// pass unchanged; two shares in one container are refused with one sentence.
+TEST(DraClaimMutation, PassesOtherPodsAndRefusesWhatIsNotOneMgpuPod) {
+  json rewritten = HandWrittenPod();
+  rewritten["metadata"]["annotations"][kNames.dra_limits] = R"({"c": {}})";
+  for (const json& pod : {rewritten, HandWrittenPod("missing"), testobj::Pod("plain", 0, 0)}) {
+    const json response = Response(MutateClaimPodForDra(Review("Pod", pod).dump(), Config(), Templates()));
+    EXPECT_TRUE(response["allowed"]);
+    EXPECT_FALSE(response.contains("patch")) << pod.dump();
+  }
+  json two = HandWrittenPod();
+  two["spec"]["resourceClaims"].push_back({{"name", "more"}, {"resourceClaimTemplateName", "t20"}});
+  two["spec"]["containers"][0]["resources"]["claims"].push_back({{"name", "more"}});
+  const AdmissionReply refused = MutateClaimPodForDra(Review("Pod", two).dump(), Config(), Templates());
+  const json answer = json::parse(refused.body)["response"];
+  EXPECT_FALSE(answer["allowed"]);
+  EXPECT_EQ(answer["status"]["message"],
+            "pod team-a/byhand container c holds 2 shares of mgpu.io classes; mgpu counts one claim per container");
+}
+
 TEST(DraMutation, ServedOverTheExtendersHttpServer) {
   ClusterCache cache{Config()};
   Metrics metrics;
   Extender extender(cache, nullptr, nullptr, metrics);
   Written written;
   HttpServer server(
-      extender, cache, metrics, [] { return false; }, {}, written.Writer());
+      extender, cache, metrics, [] { return false; }, {}, written.Writer(), Templates());
   ASSERT_TRUE(server.Start("127.0.0.1:0", ExtenderConfig()).ok());
   httplib::Client client("127.0.0.1", server.port());
   auto res = client.Post("/mutate", Review("Pod", OnlinePod()).dump(), "application/json");
@@ -248,6 +317,10 @@ TEST(DraMutation, ServedOverTheExtendersHttpServer) {
   EXPECT_EQ(res->status, 200);
   EXPECT_TRUE(json::parse(res->body)["response"].contains("patch"));
   EXPECT_EQ(written.templates.size(), 1u);
+  auto byhand = client.Post("/mutate-claims", Review("Pod", HandWrittenPod()).dump(), "application/json");
+  ASSERT_TRUE(byhand);
+  EXPECT_EQ(byhand->status, 200);
+  EXPECT_TRUE(json::parse(byhand->body)["response"].contains("patch"));
   auto claims = client.Post("/validate-claims", "[]", "application/json");
   ASSERT_TRUE(claims);
   EXPECT_EQ(claims->status, 400);

@@ -32,13 +32,14 @@ std::string RenderHeap() {
 }  // namespace
 
 HttpServer::HttpServer(Extender& extender, ClusterCache& cache, Metrics& metrics, std::function<bool()> ready,
-                       WorkloadLookup workload, TemplateWriter templates)
+                       WorkloadLookup workload, TemplateWriter templates, ClaimSpecReader claims)
     : extender_(extender),
       cache_(cache),
       metrics_(metrics),
       ready_(std::move(ready)),
       workload_(std::move(workload)),
-      templates_(std::move(templates)) {}
+      templates_(std::move(templates)),
+      claims_(std::move(claims)) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -152,6 +153,9 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
          }));
   s.Post("/mutate", admission("mutate", [this](const std::string& body) {
            return MutatePodForDra(body, cache_.config(), workload_, templates_);
+         }));
+  s.Post("/mutate-claims", admission("mutate-claims", [this](const std::string& body) {
+           return MutateClaimPodForDra(body, cache_.config(), claims_);
          }));
   s.Post("/validate-claims", admission("validate-claims", [this](const std::string& body) {
            return ReviewClaimAdmission(body, cache_.config());

@@ -27,9 +27,10 @@ namespace mgpu::extender {
 class HttpServer {
  public:
   // `workload` reads a pod's controller's annotations for /validate and /mutate (empty: none are read);
-  // `templates` creates the ResourceClaimTemplates /mutate names (dra_admission.h; empty: /mutate refuses).
+  // `templates` creates the ResourceClaimTemplates /mutate names (dra_admission.h; empty: /mutate refuses);
+  // `claims` reads the claim specs /mutate-claims counts (empty: none are read).
   HttpServer(Extender& extender, ClusterCache& cache, Metrics& metrics, std::function<bool()> ready,
-             WorkloadLookup workload = {}, TemplateWriter templates = {});
+             WorkloadLookup workload = {}, TemplateWriter templates = {}, ClaimSpecReader claims = {});
   ~HttpServer();
   // Listens on "host:port" (port 0: a free one, see port()); TLS when cert and key files are configured.
   Status Start(const std::string& address, const ExtenderConfig& config);
@@ -43,6 +44,7 @@ class HttpServer {
   std::function<bool()> ready_;
   WorkloadLookup workload_;
   TemplateWriter templates_;
+  ClaimSpecReader claims_;
   std::unique_ptr<BoundedHttpServer> server_;
   int port_ = 0;
 };

@@ -812,9 +812,12 @@ TEST_F(Deploy, DraModeRunsTheNodeDaemonAsADriverAndReachesTheExtendersWebhooks) 
   const Object* mutating = Find("MutatingWebhookConfiguration", "", "mgpu-scheduler-extender-dra");
   const Object* claims = Find("ValidatingWebhookConfiguration", "", "mgpu-scheduler-extender-dra");
   ASSERT_TRUE(mutating && claims);
-  for (const auto& [doc, path] : {std::pair{&mutating->doc, "/mutate"}, {&claims->doc, "/validate-claims"}}) {
+  ASSERT_EQ(mutating->doc["webhooks"].size(), 2u);
+  for (const auto& [doc, paths] : {std::pair{&mutating->doc, std::vector<std::string>{"/mutate", "/mutate-claims"}},
+                                   {&claims->doc, std::vector<std::string>{"/validate-claims"}}}) {
+    size_t k = 0;
     for (const json& w : (*doc)["webhooks"]) {
-      EXPECT_EQ(w["clientConfig"]["service"]["path"], path);
+      EXPECT_EQ(w["clientConfig"]["service"]["path"], paths[k++]);
       EXPECT_EQ(w["clientConfig"]["service"]["name"], "mgpu-scheduler-extender");
       EXPECT_LE(w.value("timeoutSeconds", 10), 10);
       EXPECT_TRUE(Find("Service", w["clientConfig"]["service"]["namespace"], "mgpu-scheduler-extender"));
@@ -824,14 +827,17 @@ TEST_F(Deploy, DraModeRunsTheNodeDaemonAsADriverAndReachesTheExtendersWebhooks) 
   EXPECT_EQ(mutate["sideEffects"], "NoneOnDryRun");
   EXPECT_EQ(mutate["namespaceSelector"]["matchLabels"], json({{"mgpu.io/dra", "enabled"}}));
   EXPECT_EQ(claims->doc["webhooks"][0]["failurePolicy"], "Ignore");
-  // The extender may create the templates it names and read the claims it counts, nothing more.
+  // Hand-written claims' pods in every namespace; without the extender they are placed all the same.
+  EXPECT_EQ(mutating->doc["webhooks"][1]["failurePolicy"], "Ignore");
+  EXPECT_EQ(mutating->doc["webhooks"][1]["sideEffects"], "None");
+  // The extender may create the templates it names and read the claims and templates it counts, nothing more.
   const Object* role = Find("ClusterRole", "", "mgpu-scheduler-extender-dra");
   ASSERT_TRUE(role);
   EXPECT_EQ(role->doc["rules"],
             json::parse(R"([{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"],
-                             "verbs": ["create"]},
+                             "verbs": ["create", "get"]},
                             {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"],
-                             "verbs": ["list", "watch"]}])"));
+                             "verbs": ["get", "list", "watch"]}])"));
 }
 
 // scripts/certs.sh makes a CA and a serving certificate valid for the Service name the webhook and the

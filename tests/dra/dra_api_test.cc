@@ -2,7 +2,9 @@
 // (docs/dra.md; issue 29 part 6), without a kubelet: scripts/cluster.sh --no-kubelet with API-only nodes
 // (mgpu-api-nodes: 8 x 80 GiB, 2 x 24 GiB and 4 x 16 GiB cards in turn; MGPU_DRA_API_NODES of them, default
 // 12, which keeps the test within a minute: the 1,000-node scale is bench/realcluster_dra.sh's), each node's
-// ResourceSlices published with the node daemon's own code (slices.h), mgpu's DeviceClasses of deploy/dra/,
+// ResourceSlices published with the node daemon's own code (slices.h) in the default layout (dra.cards: fixed)
+// but for two node pools of other kinds, as docs/dra.md §2 tells operators to run them (guaranteed: nodes 3
+// and 5; fixed-online: nodes 6 and 8), mgpu's DeviceClasses of deploy/dra/,
 // and the extender run on this machine serving the DRA webhooks to the API server. What the tests read is
 // what the real components made: the slices the API server stored, the claims kube-scheduler allocated
 // (device, shareID, consumedCapacity), the pods the API server admitted after calling /mutate. Skipped
@@ -104,7 +106,51 @@ class DraApi : public ::testing::Test {
     }
     if (cards_.size() != static_cast<size_t>(kNodes))
       return "expected " + std::to_string(kNodes) + " nodes, found " + std::to_string(cards_.size());
+    for (const auto& [node, cards] : {std::pair{"api-node-0003", "guaranteed"}, {"api-node-0005", "guaranteed"},
+                                      {"api-node-0006", "fixed-online"}, {"api-node-0008", "fixed-online"}}) {
+      if (Status s = Publish(node, cards); !s.ok()) return s.message();
+    }
     return "";
+  }
+
+  // The node's slices with dra.cards `cards`, as its node daemon publishes them.
+  static Status Publish(const std::string& node, const std::string& cards) {
+    Config config;
+    config.dra.cards = cards;
+    return mgpu::dra::PublishOnce(Api(), node, cards_[node], config);
+  }
+
+  // Creates `pods` in `ns` one at a time, each once the extender has counted the claims of those before it
+  // (its claim informer), and answers the cards ("node/device") they hold.
+  static std::set<std::string> PlaceInTurn(const std::string& ns, const std::vector<json>& pods) {
+    const std::string port = cluster_->Env("MGPU_CLUSTER_EXTENDER_PORT");
+    std::set<std::string> cards;
+    std::map<std::string, int> held;  // pods of this call per card
+    for (const json& pod : pods) {
+      const std::string name = pod["metadata"]["name"];
+      kube::ApiResult created = Api().Create(kube::kPods, ns, pod);
+      EXPECT_TRUE(created.ok()) << created.message();
+      const json results = WaitResults(ns, name);
+      EXPECT_EQ(results.size(), 1u) << Unschedulable(ns, name);
+      if (results.size() != 1) continue;
+      const std::string node = results[0]["pool"];
+      const std::string card = node + "/" + results[0]["device"].get<std::string>();
+      cards.insert(card);
+      const int index = mgpu::dra::ParseDeviceName(results[0]["device"].get<std::string>())->card_index;
+      const int64_t core = 20 * ++held[card];
+      EXPECT_TRUE(Poll(
+          [&] {
+            const Output nodes = Sh("curl -sfk https://127.0.0.1:" + port + "/v1/nodes");
+            const json view = json::parse(nodes.out, nullptr, false);
+            if (!view.is_object()) return false;
+            for (const json& n : view.value("nodes", json::array()))
+              if (n.value("name", "") == node) return n["cards"][index].value("core", 0) >= core;
+            return false;
+          },
+          kWait))
+          << name << " on " << card;
+    }
+    return cards;
   }
 
   // A namespace, once kube-controller-manager gave it the ServiceAccount its pods are admitted with.
@@ -139,6 +185,20 @@ class DraApi : public ::testing::Test {
             {"kind", "ResourceClaimTemplate"},
             {"metadata", {{"name", name}}},
             {"spec", {{"spec", claim_spec}}}};
+  }
+
+  // A pod of one container "c" (1 CPU, 1 GiB) that may go to api-node-0009, -0010 or -0011.
+  static json AmongThreeNodes(const std::string& name) {
+    const json among = {{"key", "kubernetes.io/hostname"},
+                        {"operator", "In"},
+                        {"values", {"api-node-0009", "api-node-0010", "api-node-0011"}}};
+    json spec = {{"terminationGracePeriodSeconds", 1}};
+    spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] =
+        json::array({{{"matchExpressions", json::array({among})}}});
+    json container = {{"name", "c"}, {"image", "x"}};
+    container["resources"]["requests"] = {{"cpu", "1"}, {"memory", "1Gi"}};
+    spec["containers"] = json::array({container});
+    return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", {{"name", name}}}, {"spec", spec}};
   }
 
   static PodRequest Shape(Qos qos, ComputePolicy policy, int core, int64_t memory_mib, int cards = 1,
@@ -253,7 +313,7 @@ class DraApi : public ::testing::Test {
 };
 
 // The slices of every node are stored as published (quantities come back in the form sent, so the node
-// daemon's comparison sees no change), a 10-card node's pool spans two pairs of slices, an unhealthy card's
+// daemon's comparison sees no change), a 10-card node's pool spans two slices, an unhealthy card's
 // devices carry the taint; and the node daemon's publisher, against this API server, finds its pool through
 // the field selectors and publishes it again, a generation higher, after a slice is deleted.
 TEST_F(DraApi, SlicesAreStoredAsPublishedAndPublishedAgainAfterADeletion) {
@@ -279,7 +339,7 @@ TEST_F(DraApi, SlicesAreStoredAsPublishedAndPublishedAgainAfterADeletion) {
   kube::ApiResult listed =
       Api().List(kube::kResourceSlices, "", {.field_selector = "spec.nodeName=dra-wide"});
   ASSERT_TRUE(listed.ok()) << listed.message();
-  ASSERT_EQ(listed->value("items", json::array()).size(), 4u);
+  ASSERT_EQ(listed->value("items", json::array()).size(), 2u);
   for (const json& s : (*listed)["items"]) {
     for (const json& d : s["spec"].value("devices", json::array()))
       EXPECT_EQ(d.contains("taints"), d["name"].get<std::string>().starts_with("gpu-3-")) << d["name"];
@@ -298,56 +358,76 @@ TEST_F(DraApi, SlicesAreStoredAsPublishedAndPublishedAgainAfterADeletion) {
 TEST_F(DraApi, TheExtenderPacksDraPodsOntoOneCard) {
   if (kNodes < 12) GTEST_SKIP() << "uses api-node-0009 to 0011";
   ASSERT_TRUE(CreateNamespace("packed", {{"mgpu.io/dra", "enabled"}}).ok());
-  const std::string port = cluster_->Env("MGPU_CLUSTER_EXTENDER_PORT");
   const Config c;
-  std::set<std::string> cards;
+  std::vector<json> pods;
   for (int k = 0; k < 5; ++k) {
-    const std::string name = "p" + std::to_string(k);
-    const json among = {{"key", "kubernetes.io/hostname"},
-                        {"operator", "In"},
-                        {"values", {"api-node-0009", "api-node-0010", "api-node-0011"}}};
-    json spec = {{"terminationGracePeriodSeconds", 1}};
-    spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] =
-        json::array({{{"matchExpressions", json::array({among})}}});
-    json container = {{"name", "c"}, {"image", "x"}};
+    json pod = AmongThreeNodes("p" + std::to_string(k));
+    json& container = pod["spec"]["containers"][0];
     container["resources"]["limits"] = {{c.Names().core, "20"}, {c.Names().memory, "4096"}};
-    container["resources"]["requests"] = {{"cpu", "1"}, {"memory", "1Gi"}};
-    spec["containers"] = json::array({container});
-    const json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", {{"name", name}}}, {"spec", spec}};
-    kube::ApiResult created = Api().Create(kube::kPods, "packed", pod);
-    ASSERT_TRUE(created.ok()) << created.message();
-    EXPECT_EQ(created->value("spec", json::object())["containers"][0]["resources"]["limits"],
-              json({{c.Names().dra_resource, "1"}}));
-    const json results = WaitResults("packed", name);
-    ASSERT_EQ(results.size(), 1u) << Unschedulable("packed", name);
-    const std::string node = results[0]["pool"];
-    const std::string card = node + "/" + results[0]["device"].get<std::string>();
-    cards.insert(card);
-    // The next pod is chosen once the extender has counted this one's claim (its claim informer).
-    const int index = mgpu::dra::ParseDeviceName(results[0]["device"].get<std::string>())->card_index;
-    ASSERT_TRUE(Poll(
-        [&] {
-          const Output nodes = Sh("curl -sfk https://127.0.0.1:" + port + "/v1/nodes");
-          const json view = json::parse(nodes.out, nullptr, false);
-          if (!view.is_object()) return false;
-          for (const json& n : view.value("nodes", json::array()))
-            if (n.value("name", "") == node) return n["cards"][index].value("core", 0) >= 20;
-          return false;
-        },
-        kWait))
-        << name << " on " << card;
+    pods.push_back(pod);
+  }
+  const std::set<std::string> cards = PlaceInTurn("packed", pods);
+  for (int k = 0; k < 5; ++k) {
+    kube::ApiResult pod = Api().GetPod("packed", "p" + std::to_string(k));
+    ASSERT_TRUE(pod.ok()) << pod.message();
+    EXPECT_EQ((*pod)["spec"]["containers"][0]["resources"]["limits"], json({{c.Names().dra_resource, "1"}}));
   }
   EXPECT_EQ(cards.size(), 1u) << "the five pods hold " << json(cards).dump();
   ExpectRulesHold(Usage());
 }
 
-// On one node of two 24 GiB cards, claims of every shape land as the per-card rules say, because the
+// Issue 42 point 4: pods whose claims were written by hand get mgpu's node choice too. In a namespace without
+// the DRA label, five pods naming mgpu's class through a ResourceClaimTemplate (three) or a ResourceClaim
+// (two), free to go to any of three nodes, reach the API server through /mutate-claims with one D/dra-gpu and
+// their claim's share in D/dra-limits, and share one card, as /mutate's pods do (kube-scheduler's own scores
+// would spread them over the three).
+TEST_F(DraApi, HandWrittenClaimsArePackedAsMutatesPodsAre) {
+  if (kNodes < 12) GTEST_SKIP() << "uses api-node-0009 to 0011";
+  ASSERT_TRUE(CreateNamespace("byhand").ok());
+  const Config c;
+  const json spec = json::parse(R"({"devices": {"requests": [{"name": "gpu", "exactly":
+      {"deviceClassName": "mgpu.io", "capacity": {"requests": {"cores": "20", "memory": "4Gi"}}}}]}})");
+  ASSERT_TRUE(Api().Create(kube::kResourceClaimTemplates, "byhand", Template("t20", spec)).ok());
+  std::vector<json> pods;
+  for (int k = 0; k < 5; ++k) {
+    const std::string name = "h" + std::to_string(k);
+    json pod = AmongThreeNodes(name);
+    json claim = {{"name", "gpu"}};
+    if (k % 2 == 1) {
+      claim["resourceClaimName"] = name;
+      const json object = {{"apiVersion", "resource.k8s.io/v1"},
+                           {"kind", "ResourceClaim"},
+                           {"metadata", {{"name", name}}},
+                           {"spec", spec}};
+      ASSERT_TRUE(Api().Create(kube::kResourceClaims, "byhand", object).ok()) << name;
+    } else {
+      claim["resourceClaimTemplateName"] = "t20";
+    }
+    pod["spec"]["resourceClaims"] = json::array({claim});
+    pod["spec"]["containers"][0]["resources"]["claims"] = json::array({{{"name", "gpu"}}});
+    pods.push_back(pod);
+  }
+  const std::set<std::string> cards = PlaceInTurn("byhand", pods);
+  for (int k = 0; k < 5; ++k) {
+    kube::ApiResult pod = Api().GetPod("byhand", "h" + std::to_string(k));
+    ASSERT_TRUE(pod.ok()) << pod.message();
+    EXPECT_EQ((*pod)["spec"]["containers"][0]["resources"]["limits"], json({{c.Names().dra_resource, "1"}}));
+    EXPECT_EQ(json::parse((*pod)["metadata"]["annotations"].value(c.Names().dra_limits, "null")),
+              json({{"c", {{c.Names().core, "20"}, {c.Names().memory, "4096"}}}}));
+  }
+  EXPECT_EQ(cards.size(), 1u) << "the five pods hold " << json(cards).dump();
+  ExpectRulesHold(Usage());
+}
+
+// On one node of two 24 GiB cards published with the opt-in six-device layout (dra.cards: any, each card's
+// devices sharing a counter), claims of every shape land as the per-card rules say, because the
 // scheduler itself keeps them: a second compute policy takes the other card, offline joins the online share,
 // a whole card and a multi-card share find no card, native-burst-share none either; once the other card is
 // free again a whole card takes it.
 TEST_F(DraApi, ClaimsOfEveryShapeAreAllocatedByThePerCardRules) {
   ASSERT_TRUE(CreateNamespace("rules").ok());
   const std::string node = "api-node-0001";  // 2 x 24576 MiB
+  ASSERT_TRUE(Publish(node, "any").ok());      // the opt-in six-device layout
   const Config c;
   const struct {
     const char* name;
@@ -399,7 +479,9 @@ TEST_F(DraApi, ClaimsOfEveryShapeAreAllocatedByThePerCardRules) {
 }
 
 // A pod that asks a whole card through the extended resource mgpu.io/gpu (KEP-5004) gets one: the
-// scheduler makes the claim itself, of class whole.mgpu.io.
+// scheduler makes the claim itself, of class whole.mgpu.io (a `whole` device, or a one-variant card's device
+// with all its memory). /mutate-claims leaves it alone (given D/dra-gpu beside mgpu.io/gpu, v1.36.2's
+// kube-scheduler found no node for it).
 TEST_F(DraApi, TheExtendedResourceGetsAWholeCard) {
   ASSERT_TRUE(CreateNamespace("whole").ok());
   json pod = {{"apiVersion", "v1"},
@@ -408,10 +490,20 @@ TEST_F(DraApi, TheExtendedResourceGetsAWholeCard) {
               {"spec",
                {{"containers",
                  {{{"name", "c"}, {"image", "x"}, {"resources", {{"limits", {{"mgpu.io/gpu", "1"}}}}}}}}}}};
-  ASSERT_TRUE(Api().Create(kube::kPods, "whole", pod).ok());
+  kube::ApiResult created = Api().Create(kube::kPods, "whole", pod);
+  ASSERT_TRUE(created.ok()) << created.message();
+  EXPECT_EQ((*created)["spec"]["containers"][0]["resources"]["limits"], json({{"mgpu.io/gpu", "1"}}));
   const json results = WaitResults("whole", "x1");
   ASSERT_EQ(results.size(), 1u) << Unschedulable("whole", "x1");
-  EXPECT_NE(results[0]["device"].get<std::string>().find("-whole"), std::string::npos) << results.dump();
+  const std::string node = results[0]["pool"];
+  const auto device = mgpu::dra::ParseDeviceName(results[0]["device"].get<std::string>());
+  ASSERT_TRUE(device) << results.dump();
+  const auto card = std::find_if(cards_[node].begin(), cards_[node].end(),
+                                 [&](const NodeCard& n) { return n.card.index == device->card_index; });
+  ASSERT_NE(card, cards_[node].end());
+  EXPECT_TRUE(device->variant == mgpu::dra::Variant::kWhole ||
+              mgpu::dra::ReadConsumed(results[0])->memory_mib == card->capacity_mib)
+      << results.dump();
 }
 
 // The seed scenarios through the real API server and the extender's /mutate: the Deployments of

@@ -75,7 +75,8 @@ class DraKubelet : public ::testing::Test {
         << "devicePlugin:\n  mode: dra\n  gpuBackend: static\n  staticInventoryFile: " << state
         << "/dra-cards.yaml\n"
         << "dra:\n  kubeletRootDir: " << state << "/kubelet\n  cdiDirectory: " << state << "/cdi\n"
-        << "  stateDirectory: " << state << "/dra\n";
+        << "  stateDirectory: " << state << "/dra\n"
+        << "  cards: any\n";  // the examples ask every kind of share of three cards: the opt-in layout
     // A fresh node: no checkpoint or CDI spec of an earlier run in the same state folder.
     std::filesystem::remove_all(state + "/dra");
     std::filesystem::remove_all(state + "/cdi");
