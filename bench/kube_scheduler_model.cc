@@ -166,22 +166,25 @@ Result<KubeSchedulerModel> Parse(const YAML::Node& root) {
       if (s["resources"]) m.fit_resources = ResourcesOf(s["resources"]);
     }
   }
-  if (const YAML::Node extenders = root["extenders"]; extenders && extenders.size() > 0) {
-    m.has_extender = true;
-    for (const auto& r : extenders[0]["managedResources"])
-      m.managed_resources.push_back(r["name"].as<std::string>());
+  for (const auto& e : root["extenders"]) {
+    KubeSchedulerModel::Extender extender;
+    for (const auto& r : e["managedResources"]) extender.managed_resources.push_back(r["name"].as<std::string>());
+    if (e["filterVerb"]) extender.filter_verb = e["filterVerb"].as<std::string>();
+    m.extenders.push_back(std::move(extender));
   }
   return m;
 }
 
 }  // namespace
 
-bool KubeSchedulerModel::ExtenderIsInterested(const std::vector<std::string>& pod_resources) const {
-  if (!has_extender) return false;
-  if (managed_resources.empty()) return true;
-  for (const std::string& r : pod_resources)
-    if (std::find(managed_resources.begin(), managed_resources.end(), r) != managed_resources.end())
-      return true;
+bool KubeSchedulerModel::ExtenderDecides(const std::vector<std::string>& mgpu_resources) const {
+  for (const Extender& e : extenders) {
+    bool interested = e.managed_resources.empty();
+    for (const std::string& r : mgpu_resources)
+      interested |= std::find(e.managed_resources.begin(), e.managed_resources.end(), r) !=
+                    e.managed_resources.end();
+    if (interested && (e.filter_verb != "choose-cpu-only" || mgpu_resources.empty())) return true;
+  }
   return false;
 }
 

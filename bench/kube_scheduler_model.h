@@ -61,12 +61,18 @@ class KubeSchedulerModel {
   std::vector<ShapePoint> shape;  // RequestedToCapacityRatio only
   std::vector<ResourceWeight> balanced_resources = {{"cpu", 1}, {"memory", 1}};
   int64_t fit_weight = 1, balanced_weight = 1;
-  // The extender's managedResources; empty: it sees every pod (HTTPExtender.IsInterested).
-  std::vector<std::string> managed_resources;
-  bool has_extender = false;
+  // The configuration's extenders, in order.
+  struct Extender {
+    std::vector<std::string> managed_resources;  // empty: it sees every pod (HTTPExtender.IsInterested)
+    std::string filter_verb;
+  };
+  std::vector<Extender> extenders;
 
-  // Whether the extender is called for a pod asking for these resources (extender.go, IsInterested).
-  bool ExtenderIsInterested(const std::vector<std::string>& pod_resources) const;
+  // Whether an extender that is called for a pod asking for these of mgpu's resources (extender.go,
+  // IsInterested) decides its node by mgpu's policy: any verb for a pod asking for some (choose; filter and
+  // prioritize, whose scores the replay takes as mgpu's alone), `choose-cpu-only` for a pod asking for none
+  // (server.cc: it passes every other pod unchanged).
+  bool ExtenderDecides(const std::vector<std::string>& mgpu_resources) const;
 
   // schedule_one.go, numFeasibleNodesToFind: feasible nodes the scheduler stops at among `num_nodes`.
   int32_t NumFeasibleNodesToFind(int32_t num_nodes) const;
@@ -79,8 +85,8 @@ class KubeSchedulerModel {
 };
 
 // Reads a KubeSchedulerConfiguration file: the global and first profile's percentageOfNodesToScore, the first
-// profile's score plugin weights and NodeResourcesFit / NodeResourcesBalancedAllocation args, the first
-// extender's managedResources. An error names what was wrong.
+// profile's score plugin weights and NodeResourcesFit / NodeResourcesBalancedAllocation args, the extenders'
+// managedResources and filterVerb. An error names what was wrong.
 Result<KubeSchedulerModel> LoadKubeSchedulerModel(const std::string& path);
 
 // Which nodes a scheduling cycle hands to scoring or the extender: schedule_one.go,

@@ -116,21 +116,40 @@ TEST(TopScoredNode, HighestScoreAndWithoutRandomnessOnTies) {
 }
 
 TEST(LoadKubeSchedulerModel, ReadsTheShippedFiles) {
-  // As shipped: the extender for GPU pods only, kube-scheduler's adaptive sample of nodes.
+  // As shipped: the extender's choose for GPU pods, its choose-cpu-only for every pod (deciding CPU-only
+  // pods), kube-scheduler's adaptive sample of nodes.
   Result<KubeSchedulerModel> m =
       LoadKubeSchedulerModel(std::string(MGPU_DEPLOY_DIR) + "/extender/scheduler-config.yaml");
   ASSERT_TRUE(m.ok()) << m.message();
-  EXPECT_TRUE(m->has_extender);
+  ASSERT_EQ(m->extenders.size(), 2u);
+  EXPECT_EQ(m->extenders[0].filter_verb, "choose");
+  EXPECT_EQ(m->extenders[1].filter_verb, "choose-cpu-only");
+  EXPECT_TRUE(m->extenders[1].managed_resources.empty());
   EXPECT_EQ(m->strategy, ScoringStrategy::kLeastAllocated);
-  EXPECT_TRUE(m->ExtenderIsInterested({"mgpu.io/mgpu-core"}));
-  EXPECT_TRUE(m->ExtenderIsInterested({"vke.volcengine.com/mgpu-core"}));
-  EXPECT_FALSE(m->ExtenderIsInterested({}));
+  EXPECT_TRUE(m->ExtenderDecides({"mgpu.io/mgpu-core"}));
+  EXPECT_TRUE(m->ExtenderDecides({"vke.volcengine.com/mgpu-core"}));
+  EXPECT_TRUE(m->ExtenderDecides({}));
   EXPECT_EQ(m->NumFeasibleNodesToFind(1213), 497);
+  // The extender for GPU pods only: kube-scheduler's own scores place CPU-only pods.
+  m = LoadKubeSchedulerModel(std::string(MGPU_DEPLOY_DIR) + "/extender/candidates/gpu-pods-only.yaml");
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_TRUE(m->ExtenderDecides({"mgpu.io/mgpu-core"}));
+  EXPECT_FALSE(m->ExtenderDecides({}));
   // The candidate for every pod, every node looked at.
   m = LoadKubeSchedulerModel(std::string(MGPU_DEPLOY_DIR) + "/extender/candidates/every-pod-all-nodes.yaml");
   ASSERT_TRUE(m.ok()) << m.message();
-  EXPECT_TRUE(m->ExtenderIsInterested({}));
+  EXPECT_TRUE(m->ExtenderDecides({}));
   EXPECT_EQ(m->NumFeasibleNodesToFind(1213), 1213);
+}
+
+TEST(KubeSchedulerModel, ChooseCpuOnlyDecidesOnlyPodsAskingForNoMgpuResource) {
+  KubeSchedulerModel m;
+  EXPECT_FALSE(m.ExtenderDecides({}));  // no extender
+  m.extenders.push_back({{}, "choose-cpu-only"});
+  EXPECT_TRUE(m.ExtenderDecides({}));
+  EXPECT_FALSE(m.ExtenderDecides({"mgpu.io/mgpu-core"}));  // passed on every node it came with
+  m.extenders.push_back({{"mgpu.io/mgpu-core"}, "filter"});
+  EXPECT_TRUE(m.ExtenderDecides({"mgpu.io/mgpu-core"}));
 }
 
 TEST(LoadKubeSchedulerModel, ReadsProfileSettings) {
@@ -177,7 +196,7 @@ extenders:
   EXPECT_EQ(m->fit_resources[1].weight, 1);
   ASSERT_EQ(m->shape.size(), 2u);
   // No managedResources: the extender sees every pod.
-  EXPECT_TRUE(m->ExtenderIsInterested({}));
+  EXPECT_TRUE(m->ExtenderDecides({}));
 }
 
 TEST(LoadKubeSchedulerModel, RejectsAnUnknownStrategy) {

@@ -11,7 +11,9 @@
 #   config.yaml, over HTTPS, as deploy/extender's ServiceAccount (with that RBAC, by a token of it). No kubelet
 #   status is written for any pod, plain or mgpu.
 # Phases (--phases, in order): `plain` (plain pods alone), `mgpu` (mgpu pods alone), `mixed` (both kinds in
-# one run). In each, kube-scheduler is paused while the phase's pods are created (mgpu pods of 20 percent core
+# one run), `plain-default` (plain pods alone under kube-scheduler's default configuration: the same file
+# without its extenders, swapped in while kube-scheduler is paused, the shipped one back for the next phase;
+# plain pods' rate with and without mgpu in one run, issue 41). In each, kube-scheduler is paused while the phase's pods are created (mgpu pods of 20 percent core
 # and 4 GiB, plain pods of 100m CPU), then resumed; the phase ends when every pod is bound and, with
 # --delay-ms, the stand-ins have confirmed every mgpu pod (a gpu-allocated PATCH each). Then its pods
 # are deleted before the next phase. Phases may repeat (--phases mgpu,mgpu,mgpu: churn).
@@ -34,7 +36,7 @@
 # the binary in the cluster's MGPU_K8S_BIN; Debian's golang-go has it). The profiler samples at 100 Hz: it
 # costs the phase a little CPU.
 #   bench/realcluster_bind.sh [--qps 1000|default] [--nodes 1000] [--pods 2000] [--plain 2000]
-#       [--delay-ms 0] [--verbs choose|filter-prioritize] [--phases plain,mgpu,mixed]
+#       [--delay-ms 0] [--verbs choose|filter-prioritize] [--phases plain,mgpu,mixed,plain-default]
 #       [--state-dir DIR] [--port-base N] [--profile DIR]
 # Needs the build's mgpu-scheduler-extender and mgpu-api-nodes (bash scripts/setup.sh mgpu-scheduler-extender
 # mgpu-api-nodes), curl, jq, bc and ss (iproute2). A benchmark, not a test: run it under nice on a machine as
@@ -274,10 +276,18 @@ profile_phase() {  # phase name
   done
 }
 
-run_phase() {  # name, mgpu pods, plain pods
-  local phase=$1 gpu=$2 cpu=$3
+# The configuration cluster.sh wrote, and the same without its extenders: kube-scheduler's default one.
+cp "$state/scheduler-config.yaml" "$state/scheduler-config.mgpu.yaml"
+awk '/^extenders:/ {skip = 1; next} /^[^ #-]/ {skip = 0} !skip' "$state/scheduler-config.mgpu.yaml" \
+  >"$state/scheduler-config.default.yaml"
+! grep -q 'urlPrefix' "$state/scheduler-config.default.yaml" ||
+  die "the scheduler configuration still names an extender once its extenders: list is taken out."
+
+run_phase() {  # name, mgpu pods, plain pods[, default: kube-scheduler without mgpu's extenders]
+  local phase=$1 gpu=$2 cpu=$3 config=${4:-mgpu}
   local total=$((gpu + cpu))
   cluster pause kube-scheduler >&2
+  cp "$state/scheduler-config.$config.yaml" "$state/scheduler-config.yaml"  # read when it resumes
   pods_json "$gpu" "$cpu" >"$state/pods.json"
   kubectl create -f "$state/pods.json" >/dev/null
   sleep 3  # the watchers (extender, mgpu-api-nodes, controllers) take the created pods in
@@ -337,7 +347,9 @@ run_phase() {  # name, mgpu pods, plain pods
   wall=$(echo "$end - $begin" | bc)
   local confirm_text="no gpu-allocated written (each got its assignment)"
   [ "$delay_ms" -eq 0 ] || confirm_text="gpu-allocated confirmations ${delay_ms} ms late"
-  echo "== $phase: $gpu mgpu pods, $cpu plain pods; kube-scheduler client QPS $qps, $nodes nodes, verbs $verbs, $confirm_text"
+  local how="verbs $verbs"
+  [ "$config" = mgpu ] || how="kube-scheduler's default configuration (no extender)"
+  echo "== $phase: $gpu mgpu pods, $cpu plain pods; kube-scheduler client QPS $qps, $nodes nodes, $how, $confirm_text"
   echo "  idle CPU before it, ms/s: $(idle_text)"
   local confirmed_text=""
   [ "$delay_ms" -eq 0 ] || confirmed_text=", $confirmed confirmed $(echo "scale=1; ($end - $bound_at) / 1" | bc) s later"
@@ -362,6 +374,12 @@ run_phase() {  # name, mgpu pods, plain pods
     awk -v total="$total" '{printf "%.2f, %.0f bytes", ($3 - $1) / total, ($4 - $2) / total}')"
   echo "  TCP connections opened on the machine: $((opens_after - opens_before))"
   delta() { echo "$(metric "$after_metrics" "$1") - $(metric "$before_metrics" "$1")" | bc; }
+  if [ "$cpu" -gt 0 ] && [ "$config" = mgpu ]; then
+    local cpu_calls cpu_sum
+    cpu_calls=$(delta 'mgpu_extender_request_duration_seconds_count\{verb="choose-cpu-only"\}')
+    cpu_sum=$(delta 'mgpu_extender_request_duration_seconds_sum\{verb="choose-cpu-only"\}')
+    echo "  extender: $cpu_calls choose-cpu-only calls (mean $(echo "scale=2; 1000 * $cpu_sum / ($cpu_calls + ($cpu_calls == 0))" | bc) ms)"
+  fi
   if [ "$gpu" -gt 0 ]; then
     local binds bind_sum
     binds=$(delta 'mgpu_extender_request_duration_seconds_count\{verb="bind"\}')
@@ -383,9 +401,10 @@ IFS=, read -ra wanted <<<"$phases"
 for phase in "${wanted[@]}"; do
   case "$phase" in
     plain) run_phase plain 0 "$plain" ;;
+    plain-default) run_phase plain-default 0 "$plain" default ;;
     mgpu) run_phase mgpu "$pods" 0 ;;
     mixed) run_phase mixed "$pods" "$plain" ;;
-    *) die "unknown phase $phase (plain, mgpu, mixed)" ;;
+    *) die "unknown phase $phase (plain, plain-default, mgpu, mixed)" ;;
   esac
 done
 echo "extender RSS at the end: $(awk '/VmRSS/ {print $2, $3}' "/proc/$extender_pid/status")"

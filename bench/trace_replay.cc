@@ -736,7 +736,7 @@ class Scheduler {
     if (feasible_.empty()) return SIZE_MAX;
     std::vector<std::string> resources;
     if (core > 0) resources.push_back(kCoreResource);
-    if (kube_.ExtenderIsInterested(resources)) return Extend(p, req, cards);
+    if (kube_.ExtenderDecides(resources)) return Extend(p, req, cards);
     KubeAmounts pod{p.cpu_milli, p.memory_mib * kMiB, {}};
     if (core > 0) pod.scalar[kCoreResource] = core;
     scores_.clear();

@@ -1,5 +1,7 @@
 #include "common/scheduler.h"
 
+#include <algorithm>
+
 namespace mgpu {
 
 FreeCoreByProduct ClusterFreeCore(const std::vector<NodeState>& nodes) {
@@ -57,7 +59,15 @@ Result<Scheduled> ScheduleOne(const std::vector<NodeState*>& nodes, const PodReq
   out.decisions.reserve(nodes.size());
   for (const NodeState* node : nodes)
     out.decisions.push_back(Decide(*node, pod, model.model.get(), with_reasons, scratch));
-  const std::vector<int> scores = Scores(out.decisions);
+  std::vector<int> scores;
+  if (pod.AsksForGpu()) {
+    scores = Scores(out.decisions);
+  } else {
+    std::vector<bool> has_cards;  // a node without cards counts only where the pod fits
+    for (size_t i = 0; i < nodes.size(); ++i)
+      has_cards.push_back(!nodes[i]->cards.empty() || !out.decisions[i].fits);
+    scores = CpuOnlyScores(out.decisions, has_cards);
+  }
   std::vector<size_t> best;
   int best_score = -1;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -73,6 +83,14 @@ Result<Scheduled> ScheduleOne(const std::vector<NodeState*>& nodes, const PodReq
   if (!assignment.ok())
     return Error{"node " + nodes[out.node]->name + " refused its own choice: " + assignment.message()};
   out.assignment = std::move(*assignment);
+  return out;
+}
+
+std::vector<int> CpuOnlyScores(const std::vector<NodeDecision>& decisions, const std::vector<bool>& has_cards) {
+  if (std::find(has_cards.begin(), has_cards.end(), false) == has_cards.end()) return Scores(decisions);
+  std::vector<int> out(has_cards.size(), 0);
+  for (size_t i = 0; i < has_cards.size(); ++i)
+    if (!has_cards[i]) out[i] = 10;
   return out;
 }
 

@@ -89,4 +89,14 @@ Result<Scheduled> ScheduleOne(const std::vector<NodeState*>& nodes, const PodReq
                               const std::function<FreeCoreByProduct()>& cluster_free, bool with_reasons,
                               const std::function<size_t(size_t)>& pick, Placement& scratch);
 
+// The extender scores (0..10) of the candidates of a pod asking for no mgpu resource (a CPU-only pod),
+// parallel to `decisions` (Decide's; a node mgpu cannot decide does not fit) and `has_cards` (false: a
+// candidate with no mgpu card, no inventory or an empty one, where the pod fits as far as the caller knows:
+// kube-scheduler's filters passed it). kube-scheduler's own scores spread such pods over every
+// node and take the CPU and memory that free cards will need (issue 41, bench/RESULTS.md §1); mgpu sends them
+// where they strand the least: to the nodes without cards, all scored 10, when any is a candidate
+// (kube-scheduler's own scores then choose among them), else to the fitting nodes ranked by their placement
+// cost (Scores: the growth of the expected fragmentation under the fragmentation policy).
+std::vector<int> CpuOnlyScores(const std::vector<NodeDecision>& decisions, const std::vector<bool>& has_cards);
+
 }  // namespace mgpu

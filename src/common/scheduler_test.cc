@@ -209,5 +209,37 @@ TEST(ScheduleOne, TiesGoToThePickAndNothingFittingLeavesEveryNodeAsItWas) {
   EXPECT_TRUE(cpu_only->assignment.containers.empty());
 }
 
+// A pod asking for no mgpu resource: the fitting nodes without cards, all at the top, when there are any;
+// else the fitting nodes ranked by cost as a GPU pod's.
+TEST(CpuOnlyScores, NodesWithoutCardsFirstElseTheCheapestPlacement) {
+  std::vector<NodeDecision> decisions(3);
+  decisions[0].fits = true;
+  decisions[0].cost = -0.2;
+  decisions[1].fits = true;
+  decisions[1].cost = -0.5;
+  EXPECT_EQ(CpuOnlyScores(decisions, {true, true, true}), (std::vector<int>{9, 10, 0}));
+  EXPECT_EQ(CpuOnlyScores(decisions, {true, true, false}), (std::vector<int>{0, 0, 10}));
+  EXPECT_EQ(CpuOnlyScores(decisions, {false, true, false}), (std::vector<int>{10, 0, 10}));
+}
+
+// The candidates are the nodes kube-scheduler's filters passed (its CPU and memory fit is not Place's).
+TEST(ScheduleOne, APodAskingNoGpuGoesToANodeWithoutCardsFirst) {
+  NodeState gpu = Node("gpu", 1, 24576), bare = Node("bare", 0, 24576), other = Node("other", 0, 24576);
+  ModelPublisher publisher;
+  Placement scratch;
+  size_t offered = 0;
+  const auto last = [&](size_t n) {
+    offered = n;
+    return n - 1;
+  };
+  const Result<Scheduled> s = ScheduleOne({&bare, &gpu, &other}, PodRequest{}, publisher, {}, false, last, scratch);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(offered, 2u);  // the two without cards, alike
+  EXPECT_EQ(s->node, 2u);
+  const Result<Scheduled> gpu_only = ScheduleOne({&gpu}, PodRequest{}, publisher, {}, false, last, scratch);
+  ASSERT_TRUE(gpu_only.ok());
+  EXPECT_EQ(gpu_only->node, 0u);
+}
+
 }  // namespace
 }  // namespace mgpu

@@ -96,7 +96,8 @@ FilterResult Extender::Filter(const ExtenderArgs& args) {
 FilterResult Extender::Choose(const ExtenderArgs& args) {
   const FactsRef& facts = args.pod;
   const Result<PodRequest>& pod = facts->request;
-  if (!pod.ok() || !pod->AsksForGpu()) return Filter(args);
+  if (!pod.ok()) return Filter(args);
+  if (!pod->AsksForGpu()) return ChooseForCpuOnlyPod(args);
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
   const ModelPublisher::Published model = model_.Observe(*pod, [&view] { return view->FreeCoreByProduct(); });
   const std::vector<const NodeView*> nodes = view->Usable(args.node_names, facts->dra);
@@ -129,13 +130,53 @@ FilterResult Extender::Choose(const ExtenderArgs& args) {
   return result;
 }
 
+FilterResult Extender::ChooseCpuOnly(const ExtenderArgs& args) {
+  const Result<PodRequest>& pod = args.pod->request;
+  if (pod.ok() && !pod->AsksForGpu()) return ChooseForCpuOnlyPod(args);
+  FilterResult all;
+  for (size_t i = 0; i < args.node_names.size(); ++i) all.passed.push_back(i);
+  return all;
+}
+
+std::vector<int> Extender::CpuOnlyScoresOf(const ExtenderArgs& args) {
+  const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
+  // Any node with cards, DRA nodes included: a CPU-only pod takes their CPU and memory all the same.
+  const std::vector<const NodeView*> nodes = view->Usable(args.node_names, /*dra_pod=*/true);
+  std::vector<bool> has_cards(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeView* known = nodes[i] ? nodes[i] : view->Find(args.node_names[i]);
+    has_cards[i] = known && (!known->problem.empty() || !known->state.cards.empty());
+  }
+  const ModelPublisher::Published model = model_.Current();
+  return CpuOnlyScores(memo_.Decide(*view, nodes, *args.pod->request, model.model.get(), model.version,
+                                    /*with_reasons=*/false),
+                       has_cards);
+}
+
+FilterResult Extender::ChooseForCpuOnlyPod(const ExtenderArgs& args) {
+  const std::vector<int> scores = CpuOnlyScoresOf(args);
+  const int top = scores.empty() ? 0 : *std::max_element(scores.begin(), scores.end());
+  FilterResult result;
+  for (size_t i = 0; i < scores.size() && top > 0; ++i)
+    if (scores[i] == top) result.passed.push_back(i);
+  if (result.passed.empty()) {  // the cache knows no node where it fits: kube-scheduler's view decides
+    for (size_t i = 0; i < args.node_names.size(); ++i) result.passed.push_back(i);
+  }
+  return result;
+}
+
 std::vector<HostScore> Extender::Prioritize(const ExtenderArgs& args) {
   std::vector<HostScore> scores;
   scores.reserve(args.node_names.size());
   for (const std::string& n : args.node_names) scores.push_back({n, 0});
   const FactsRef& facts = args.pod;
   const Result<PodRequest>& pod = facts->request;
-  if (!pod.ok() || !pod->AsksForGpu()) return scores;
+  if (!pod.ok()) return scores;
+  if (!pod->AsksForGpu()) {
+    const std::vector<int> cpu_only = CpuOnlyScoresOf(args);
+    for (size_t i = 0; i < scores.size(); ++i) scores[i].score = cpu_only[i];
+    return scores;
+  }
   const ModelPublisher::Published model = model_.Current();
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
   const std::vector<const NodeView*> nodes = view->Usable(args.node_names, facts->dra);

@@ -61,8 +61,16 @@ class Extender {
   void ForgetDecisions() { memo_.Clear(); }
 
   FilterResult Filter(const ExtenderArgs& args);
-  // One node passes: the one mgpu chooses, its cards held for the bind. When no node fits: as Filter.
+  // One node passes: the one mgpu chooses, its cards held for the bind. When no node fits: as Filter. A pod
+  // asking for no mgpu resource: the nodes CpuOnlyScores scores 10 (those without mgpu cards, else the one
+  // where it strands the least); every node when the cache knows none where it fits.
   FilterResult Choose(const ExtenderArgs& args);
+  // choose for a pod asking for no mgpu resource; every other pod passes on every node. The verb of the
+  // scheduler configuration's second extender entry, which sees every pod and is ignorable, so that CPU-only
+  // pods are placed by mgpu's policy and still scheduled while the extender is down
+  // (deploy/extender/scheduler-config.yaml).
+  FilterResult ChooseCpuOnly(const ExtenderArgs& args);
+  // Scores 0..10: mgpu's policy's (Scores, or CpuOnlyScores for a pod asking for no mgpu resource).
   std::vector<HostScore> Prioritize(const ExtenderArgs& args);
   // "" on success, else the sentence the scheduler shows.
   std::string Bind(const BindArgs& args);
@@ -77,6 +85,9 @@ class Extender {
   FactsRef Remembered(const std::string& uid);
   void Remember(FactsRef facts);
   std::string BindPod(const BindArgs& args);
+  // CpuOnlyScores of the candidates of a pod asking for no mgpu resource.
+  std::vector<int> CpuOnlyScoresOf(const ExtenderArgs& args);
+  FilterResult ChooseForCpuOnlyPod(const ExtenderArgs& args);
   std::string BindWithCards(const BindArgs& args, FactsRef pod);
 
   ClusterCache& cache_;

@@ -112,6 +112,31 @@ TEST_F(ExtenderTest, MetricsReportClusterRatiosAndPodShares) {
   has(R"(mgpu_extender_pod_gpu_share{node="half",namespace="default",pod="mid"} 0.5)");
 }
 
+// A pod asking for no mgpu resource (issue 41): choose and choose-cpu-only send it where it strands the
+// fewest free cards: a node without mgpu cards when one is a candidate (kube-scheduler's scores choose among
+// several), else the fullest node (no workload learned yet: binpack); prioritize scores the same way.
+// choose-cpu-only passes a GPU pod on every node it came with (the first extender entry decided it).
+TEST_F(ExtenderTest, CpuOnlyPodsGoWhereTheyStrandTheFewestCards) {
+  json cpu_pod = Pod("web", 0, 0);
+  cpu_pod["spec"]["containers"][0]["resources"] = {{"requests", {{"cpu", "2"}, {"memory", "1Gi"}}}};
+  const ExtenderArgs gpu_nodes = Args(cpu_pod, {"empty", "half", "full"});
+  EXPECT_EQ(extender_.Choose(gpu_nodes).passed, std::vector<size_t>{2});
+  EXPECT_EQ(extender_.ChooseCpuOnly(gpu_nodes).passed, std::vector<size_t>{2});
+  const std::vector<HostScore> scores = extender_.Prioritize(gpu_nodes);
+  EXPECT_GT(scores[2].score, scores[1].score);
+  EXPECT_GT(scores[1].score, scores[0].score);
+  // Nodes without mgpu cards first, all of them.
+  const ExtenderArgs mixed = Args(cpu_pod, {"full", "cpu-a", "empty", "cpu-b"});
+  EXPECT_EQ(extender_.Choose(mixed).passed, (std::vector<size_t>{1, 3}));
+  EXPECT_EQ(extender_.ChooseCpuOnly(mixed).passed, (std::vector<size_t>{1, 3}));
+  EXPECT_EQ(extender_.Prioritize(mixed)[0].score, 0);
+  EXPECT_EQ(extender_.Prioritize(mixed)[3].score, 10);
+  // A GPU pod: choose-cpu-only leaves it where it is.
+  const ExtenderArgs gpu_pod = Args(Pod("p", 30, 4096), {"empty", "half"});
+  EXPECT_EQ(extender_.ChooseCpuOnly(gpu_pod).passed, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(extender_.Choose(gpu_pod).passed.size(), 1u);
+}
+
 TEST_F(ExtenderTest, RuleViolationsAreUnresolvableEverywhere) {
   const FilterResult r = extender_.Filter(Args(Pod("p", 150, 4096), {"empty", "half"}));
   EXPECT_TRUE(r.passed.empty());

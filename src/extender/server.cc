@@ -109,6 +109,7 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
   };
   s.Post("/filter", verb("filter", filter(&Extender::Filter)));
   s.Post("/choose", verb("choose", filter(&Extender::Choose)));
+  s.Post("/choose-cpu-only", verb("choose-cpu-only", filter(&Extender::ChooseCpuOnly)));
   s.Post("/prioritize", verb("prioritize", [this, bad_request, not_ready, kNotReady, reader](
                                                const httplib::Request& req, httplib::Response& res) {
            const bool ready = !not_ready();

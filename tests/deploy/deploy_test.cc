@@ -191,8 +191,8 @@ class Deploy : public ::testing::Test {
 };
 
 // kubectl for `kubectl kustomize`: MGPU_KUBECTL, else the v1.36.2 one of ../shared/k8s/ (scripts/cluster.sh
-// binaries unpacks it once), else the one on PATH. Empty, with the reason in *why, when there is none or it is
-// older than 1.21: the kustomize inside kubectl 1.20 (Debian 12's kubernetes-client) cannot read folders
+// binaries unpacks it once), else the one on PATH. Empty, with the reason in *why, when there is none or it
+// is older than 1.21: the kustomize inside kubectl 1.20 (Debian 12's kubernetes-client) cannot read folders
 // under `resources:`, which deploy/ lists there (`bases:` is deprecated).
 std::string Kubectl(std::string* why) {
   const char* env = std::getenv("MGPU_KUBECTL");
@@ -220,8 +220,9 @@ std::string Kubectl(std::string* why) {
     if (v.contains("clientVersion")) minor = std::atoi(v["clientVersion"].value("minor", "0").c_str());
   }
   if (minor < 21) {
-    *why = kubectl + " is older than 1.21, and its kustomize cannot read the folders deploy/ lists under "
-                     "resources (set MGPU_KUBECTL to a newer kubectl)";
+    *why = kubectl +
+           " is older than 1.21, and its kustomize cannot read the folders deploy/ lists under "
+           "resources (set MGPU_KUBECTL to a newer kubectl)";
     return "";
   }
   return kubectl;
@@ -395,96 +396,114 @@ TEST_F(Deploy, SchedulerConfigsMatchWhatTheExtenderServesAndThePluginRegisters) 
   for (const SchedulerConfig& s : schedulers) {
     SCOPED_TRACE(s.where);
     ASSERT_TRUE(s.doc["extenders"].is_array());
-    ASSERT_EQ(s.doc["extenders"].size(), 1u);
-    const json& e = s.doc["extenders"][0];
-    // urlPrefix: http://<service>.<namespace>.svc:<port>, no path.
-    std::smatch m;
-    const std::string url = e.value("urlPrefix", "");
-    ASSERT_TRUE(std::regex_match(url, m, std::regex(R"(https?://([a-z0-9-]+)\.([a-z0-9-]+)\.svc:(\d+))")))
-        << url;
-    const Object* service = Find("Service", m[2], m[1]);
-    ASSERT_TRUE(service) << "urlPrefix names a missing Service " << m[2] << "/" << m[1];
-    bool port_found = false;
-    for (const json& p : service->doc["spec"]["ports"]) {
-      if (std::to_string(p.value("port", 0)) != m[3].str()) continue;
-      port_found = true;
-      // The Service's targetPort leads to the extender's listen port.
-      const json target = p.value("targetPort", json(p.value("port", 0)));
-      for (const Object& o : Objects()) {
-        if (o.Kind() != "Deployment" || o.Namespace() != service->Namespace()) continue;
-        for (const json& c : o.doc["spec"]["template"]["spec"]["containers"]) {
-          for (const json& cp : c.value("ports", json::array())) {
-            if (target.is_string() ? cp.value("name", "") == target
-                                   : cp.value("containerPort", 0) == target) {
-              EXPECT_EQ(std::to_string(cp.value("containerPort", 0)), listen_port) << o.Name();
+    ASSERT_GE(s.doc["extenders"].size(), 1u);
+    // The first entry chooses and binds (only one extender may bind); any other one is the ignorable entry
+    // for CPU-only pods, after it so that a GPU pod reaches it with the one node chosen.
+    for (size_t k = 0; k < s.doc["extenders"].size(); ++k) {
+      SCOPED_TRACE("extender " + std::to_string(k));
+      const json& e = s.doc["extenders"][k];
+      // urlPrefix: http://<service>.<namespace>.svc:<port>, no path.
+      std::smatch m;
+      const std::string url = e.value("urlPrefix", "");
+      ASSERT_TRUE(std::regex_match(url, m, std::regex(R"(https?://([a-z0-9-]+)\.([a-z0-9-]+)\.svc:(\d+))")))
+          << url;
+      const Object* service = Find("Service", m[2], m[1]);
+      ASSERT_TRUE(service) << "urlPrefix names a missing Service " << m[2] << "/" << m[1];
+      bool port_found = false;
+      for (const json& p : service->doc["spec"]["ports"]) {
+        if (std::to_string(p.value("port", 0)) != m[3].str()) continue;
+        port_found = true;
+        // The Service's targetPort leads to the extender's listen port.
+        const json target = p.value("targetPort", json(p.value("port", 0)));
+        for (const Object& o : Objects()) {
+          if (o.Kind() != "Deployment" || o.Namespace() != service->Namespace()) continue;
+          for (const json& c : o.doc["spec"]["template"]["spec"]["containers"]) {
+            for (const json& cp : c.value("ports", json::array())) {
+              if (target.is_string() ? cp.value("name", "") == target
+                                     : cp.value("containerPort", 0) == target) {
+                EXPECT_EQ(std::to_string(cp.value("containerPort", 0)), listen_port) << o.Name();
+              }
             }
           }
         }
       }
-    }
-    EXPECT_TRUE(port_found) << "Service " << m[1] << " has no port " << m[3];
-    EXPECT_EQ(e.value("enableHTTPS", false), url.rfind("https", 0) == 0);
-    EXPECT_TRUE(e.value("enableHTTPS", false)) << "the extender serves HTTPS";
-    const json tls = e.value("tlsConfig", json::object());
-    EXPECT_TRUE(tls.contains("caFile") || tls.contains("caData")) << "the scheduler must trust certs.sh's CA";
-    if (tls.contains("serverName")) {
-      EXPECT_EQ(tls["serverName"], m[1].str() + "." + m[2].str() + ".svc");
-    }
-    EXPECT_TRUE(e.value("nodeCacheCapable", false)) << "the extender keeps its own node cache";
+      EXPECT_TRUE(port_found) << "Service " << m[1] << " has no port " << m[3];
+      EXPECT_EQ(e.value("enableHTTPS", false), url.rfind("https", 0) == 0);
+      EXPECT_TRUE(e.value("enableHTTPS", false)) << "the extender serves HTTPS";
+      const json tls = e.value("tlsConfig", json::object());
+      EXPECT_TRUE(tls.contains("caFile") || tls.contains("caData"))
+          << "the scheduler must trust certs.sh's CA";
+      if (tls.contains("serverName")) {
+        EXPECT_EQ(tls["serverName"], m[1].str() + "." + m[2].str() + ".svc");
+      }
+      EXPECT_TRUE(e.value("nodeCacheCapable", false)) << "the extender keeps its own node cache";
+      if (k > 0) {
+        EXPECT_EQ(e.value("filterVerb", ""), "choose-cpu-only");
+        for (const char* verb : {"bindVerb", "preemptVerb", "prioritizeVerb", "managedResources"})
+          EXPECT_FALSE(e.contains(verb)) << verb;
+        EXPECT_TRUE(e.value("ignorable", false)) << "CPU-only pods are scheduled while the extender is down";
+        httplib::Result res = http.Post("/choose-cpu-only", "{}", "application/json");
+        ASSERT_TRUE(res);
+        EXPECT_NE(res->status, 404) << "choose-cpu-only is not served by the extender";
+        continue;
+      }
+      EXPECT_FALSE(e.value("ignorable", true)) << "GPU pods wait for the extender";
 
-    // One call per pod as shipped (choose, no prioritizeVerb); the two-verb mode the comments describe
-    // (filter and prioritize) is served as well.
-    EXPECT_EQ(e.value("filterVerb", ""), "choose");
-    EXPECT_FALSE(e.contains("prioritizeVerb")) << "choose answers one node: nothing to score";
-    for (const char* verb : {"filterVerb", "bindVerb", "preemptVerb"}) {
-      ASSERT_TRUE(e.contains(verb)) << verb;
-      httplib::Result res = http.Post("/" + e[verb].get<std::string>(), "{}", "application/json");
-      ASSERT_TRUE(res);
-      EXPECT_NE(res->status, 404) << verb << " " << e[verb] << " is not served by the extender";
-    }
-    for (const char* path : {"/filter", "/prioritize"}) {
-      httplib::Result res = http.Post(path, "{}", "application/json");
-      ASSERT_TRUE(res);
-      EXPECT_NE(res->status, 404) << path << " is not served by the extender";
-    }
-    // The configured domain's resources, and the Volcengine names too (resourceDomain: vke.volcengine.com
-    // needs no edit here); and under both, D/dra-gpu, which only routes DRA pods here (no node has it).
-    Config volcengine = config;
-    volcengine.resource_domain = "vke.volcengine.com";
-    std::set<std::string> both = registered, routing = {names.dra_resource, volcengine.Names().dra_resource};
-    for (mgpu::Resource r : mgpu::kAllResources) both.insert(mgpu::FullName(r, volcengine.Names()));
-    both.insert(routing.begin(), routing.end());
-    if (!e.contains("managedResources")) {
-      // The extender for every pod (replacement mode as shipped, docs/placement.md): the routing resources,
-      // which no node has, must then be ignored by kube-scheduler's own fit check in every profile.
-      ASSERT_TRUE(s.doc.contains("profiles"))
-          << "no managedResources and no NodeResourcesFit ignoredResources";
-      for (const json& profile : s.doc["profiles"]) {
-        std::set<std::string> ignored;
-        for (const json& pc : profile.value("pluginConfig", json::array()))
-          if (pc.value("name", "") == "NodeResourcesFit")
-            for (const json& r : pc["args"].value("ignoredResources", json::array())) ignored.insert(r);
-        EXPECT_EQ(ignored, routing)
-            << "NodeResourcesFit must ignore the DRA routing resources, and only them";
+      // One call per pod as shipped (choose, no prioritizeVerb); the two-verb mode the comments describe
+      // (filter and prioritize) is served as well.
+      EXPECT_EQ(e.value("filterVerb", ""), "choose");
+      EXPECT_FALSE(e.contains("prioritizeVerb")) << "choose answers one node: nothing to score";
+      for (const char* verb : {"filterVerb", "bindVerb", "preemptVerb"}) {
+        ASSERT_TRUE(e.contains(verb)) << verb;
+        httplib::Result res = http.Post("/" + e[verb].get<std::string>(), "{}", "application/json");
+        ASSERT_TRUE(res);
+        EXPECT_NE(res->status, 404) << verb << " " << e[verb] << " is not served by the extender";
       }
-    } else {
-      std::set<std::string> managed;
-      for (const json& r : e["managedResources"]) {
-        const std::string name = r.value("name", "");
-        managed.insert(name);
-        if (routing.count(name)) {
-          EXPECT_TRUE(r.value("ignoredByScheduler", false)) << name << ": no node advertises it";
-        } else {
-          EXPECT_FALSE(r.value("ignoredByScheduler", true))
-              << "kube-scheduler must also check node allocatable";
+      for (const char* path : {"/filter", "/prioritize"}) {
+        httplib::Result res = http.Post(path, "{}", "application/json");
+        ASSERT_TRUE(res);
+        EXPECT_NE(res->status, 404) << path << " is not served by the extender";
+      }
+      // The configured domain's resources, and the Volcengine names too (resourceDomain: vke.volcengine.com
+      // needs no edit here); and under both, D/dra-gpu, which only routes DRA pods here (no node has it).
+      Config volcengine = config;
+      volcengine.resource_domain = "vke.volcengine.com";
+      std::set<std::string> both = registered,
+                            routing = {names.dra_resource, volcengine.Names().dra_resource};
+      for (mgpu::Resource r : mgpu::kAllResources) both.insert(mgpu::FullName(r, volcengine.Names()));
+      both.insert(routing.begin(), routing.end());
+      if (!e.contains("managedResources")) {
+        // The extender for every pod (replacement mode as shipped, docs/placement.md): the routing resources,
+        // which no node has, must then be ignored by kube-scheduler's own fit check in every profile.
+        ASSERT_TRUE(s.doc.contains("profiles"))
+            << "no managedResources and no NodeResourcesFit ignoredResources";
+        for (const json& profile : s.doc["profiles"]) {
+          std::set<std::string> ignored;
+          for (const json& pc : profile.value("pluginConfig", json::array()))
+            if (pc.value("name", "") == "NodeResourcesFit")
+              for (const json& r : pc["args"].value("ignoredResources", json::array())) ignored.insert(r);
+          EXPECT_EQ(ignored, routing)
+              << "NodeResourcesFit must ignore the DRA routing resources, and only them";
         }
+      } else {
+        std::set<std::string> managed;
+        for (const json& r : e["managedResources"]) {
+          const std::string name = r.value("name", "");
+          managed.insert(name);
+          if (routing.count(name)) {
+            EXPECT_TRUE(r.value("ignoredByScheduler", false)) << name << ": no node advertises it";
+          } else {
+            EXPECT_FALSE(r.value("ignoredByScheduler", true))
+                << "kube-scheduler must also check node allocatable";
+          }
+        }
+        EXPECT_EQ(managed, both);
       }
-      EXPECT_EQ(managed, both);
+      std::smatch timeout;
+      const std::string http_timeout = e.value("httpTimeout", "5s");
+      ASSERT_TRUE(std::regex_match(http_timeout, timeout, std::regex(R"((\d+)s)"))) << http_timeout;
+      EXPECT_GT(std::stoll(timeout[1]) * 1000, config.extender.bind_wait_ms) << "a bind may wait bindWaitMs";
     }
-    std::smatch timeout;
-    const std::string http_timeout = e.value("httpTimeout", "5s");
-    ASSERT_TRUE(std::regex_match(http_timeout, timeout, std::regex(R"((\d+)s)"))) << http_timeout;
-    EXPECT_GT(std::stoll(timeout[1]) * 1000, config.extender.bind_wait_ms) << "a bind may wait bindWaitMs";
   }
   daemon.Stop();
 }
@@ -767,7 +786,8 @@ TEST_F(Deploy, DraModeRunsTheNodeDaemonAsADriverAndReachesTheExtendersWebhooks) 
   EXPECT_EQ(args[3], "dra");
   EXPECT_NE(pod["affinity"].dump().find("\"mgpu.io/dra\""), std::string::npos);
   // The rolling update of docs/dra.md §1: the new pod beside the old, each on sockets of its pod UID, Ready
-  // (so the old one stopped) once the kubelet registered it, which the ready file on a volume of its own says.
+  // (so the old one stopped) once the kubelet registered it, which the ready file on a volume of its own
+  // says.
   const json& update = daemonset->doc["spec"]["updateStrategy"];
   EXPECT_EQ(update["type"], "RollingUpdate");
   EXPECT_EQ(update["rollingUpdate"]["maxSurge"], 1);
@@ -786,7 +806,8 @@ TEST_F(Deploy, DraModeRunsTheNodeDaemonAsADriverAndReachesTheExtendersWebhooks) 
     for (const json& v : pod["volumes"])
       own_volume |= v["name"] == m["name"] && v.contains("emptyDir") &&
                     ready.rfind(m["mountPath"].get<std::string>() + "/", 0) == 0;
-  EXPECT_TRUE(own_volume) << "the ready file is on a volume of the pod's own (the root filesystem is read-only)";
+  EXPECT_TRUE(own_volume)
+      << "the ready file is on a volume of the pod's own (the root filesystem is read-only)";
   const Object* plugin = Find("DaemonSet", MgpuNamespace(), "mgpu-device-plugin");
   ASSERT_TRUE(plugin);
   EXPECT_NE(plugin->doc["spec"]["template"]["spec"]["affinity"].dump().find("\"NotIn\""), std::string::npos)
@@ -813,8 +834,9 @@ TEST_F(Deploy, DraModeRunsTheNodeDaemonAsADriverAndReachesTheExtendersWebhooks) 
   const Object* claims = Find("ValidatingWebhookConfiguration", "", "mgpu-scheduler-extender-dra");
   ASSERT_TRUE(mutating && claims);
   ASSERT_EQ(mutating->doc["webhooks"].size(), 2u);
-  for (const auto& [doc, paths] : {std::pair{&mutating->doc, std::vector<std::string>{"/mutate", "/mutate-claims"}},
-                                   {&claims->doc, std::vector<std::string>{"/validate-claims"}}}) {
+  for (const auto& [doc, paths] :
+       {std::pair{&mutating->doc, std::vector<std::string>{"/mutate", "/mutate-claims"}},
+        {&claims->doc, std::vector<std::string>{"/validate-claims"}}}) {
     size_t k = 0;
     for (const json& w : (*doc)["webhooks"]) {
       EXPECT_EQ(w["clientConfig"]["service"]["path"], paths[k++]);

@@ -726,6 +726,45 @@ TEST_F(RealCluster, APluginDownLongerThanTheAssignmentTtlDoubleBooksNothing) {
 // kubelet's rule for a plugin gone mid-call, and a restarted kubelet admits pods before the plugin has
 // registered again; README, Troubleshooting) and then holds no card; pods that ran keep running; no card is
 // over-committed.
+// CPU-only pods under the shipped scheduler configuration (issue 41): kube-scheduler asks the extender's
+// second entry (choose-cpu-only, every pod, ignorable) where each goes, and while the extender is down it
+// schedules them without it, the extender's own new pod included.
+TEST_F(RealCluster, CpuOnlyPodsAskTheExtenderAndAreScheduledWithoutIt) {
+  const auto asked = [] {
+    const Output metrics = InCluster(
+        "curl -sk https://$MGPU_CLUSTER_NODE_IP:$MGPU_CLUSTER_EXTENDER_PORT/metrics | "
+        "awk '/^mgpu_extender_requests_total[{]verb=\"choose-cpu-only\",code=\"200\"[}]/ {n += $NF} "
+        "END {print n + 0}'");
+    return std::atoll(metrics.out.c_str());
+  };
+  const auto cpu_pod = [](const std::string& name) {
+    return json{{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata", {{"name", name}, {"namespace", "default"}}},
+                {"spec",
+                 {{"terminationGracePeriodSeconds", 1},
+                  {"containers", {Workload("c", {{"cpu", "100m"}, {"memory", "64Mi"}})}}}}};
+  };
+  const auto scheduled = [](const std::string& name) {
+    return WaitUntil([&] { return Pod(name)["spec"].value("nodeName", "") == "localhost"; }, kWait);
+  };
+  const int64_t before = asked();
+  ASSERT_TRUE(Create(cpu_pod("cpu-up")).ok());
+  ASSERT_TRUE(scheduled("cpu-up")) << Pod("cpu-up").dump();
+  EXPECT_GT(asked(), before) << "kube-scheduler did not ask choose-cpu-only";
+
+  const Output down = InCluster(
+      "$K -n mgpu-system scale deployment/mgpu-scheduler-extender --replicas 0 && "
+      "$K -n mgpu-system wait --for=delete pod -l app.kubernetes.io/name=mgpu-scheduler-extender --timeout=120s");
+  ASSERT_EQ(down.rc, 0) << down.out;
+  ASSERT_TRUE(Create(cpu_pod("cpu-down")).ok());
+  EXPECT_TRUE(scheduled("cpu-down")) << "not scheduled while the extender is down: " << Pod("cpu-down").dump();
+  const Output up = InCluster(
+      "$K -n mgpu-system scale deployment/mgpu-scheduler-extender --replicas 1 && "
+      "$K -n mgpu-system rollout status deployment/mgpu-scheduler-extender --timeout=120s");
+  ASSERT_EQ(up.rc, 0) << "the extender's own pod was not scheduled without it: " << up.out;
+}
+
 TEST_F(RealCluster, EveryComponentKilledMidRun) {
   int next = 0;
   const auto create = [&](int n) {
