@@ -17,9 +17,9 @@
 #include "common/result.h"
 #include "deviceplugin/allocation.h"
 #include "deviceplugin/call_counts.h"
-#include "deviceplugin/device_state.h"
 #include "deviceplugin/hand_off.h"
 #include "deviceplugin/pending_pods.h"
+#include "node/device_state.h"
 
 namespace grpc {
 class Server;
@@ -31,7 +31,7 @@ class DevicePlugin {
  public:
   // `pods` may be null: then every preference comes from the shared allocator. It and `hand_off` must
   // outlive Stop().
-  DevicePlugin(Config config, DeviceState& state, HandOff& hand_off, PendingPods* pods = nullptr);
+  DevicePlugin(Config config, node::DeviceState& state, HandOff& hand_off, PendingPods* pods = nullptr);
   ~DevicePlugin();
   DevicePlugin(const DevicePlugin&) = delete;
   DevicePlugin& operator=(const DevicePlugin&) = delete;
@@ -62,7 +62,7 @@ class DevicePlugin {
   void WatchKubelet();
 
   Config config_;
-  DeviceState& state_;
+  node::DeviceState& state_;
   HandOff& hand_off_;
   PendingPods* pods_;
   std::mutex servers_mu_;  // serialises starting and stopping the servers
