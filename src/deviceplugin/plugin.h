@@ -1,7 +1,7 @@
 // The kubelet-facing side (DESIGN §8): one gRPC server and socket per resource in the kubelet's
 // device-plugins folder, served before registering, and registered again whenever the kubelet recreates
-// kubelet.sock. The servers only translate between the wire and allocation.h / environment.h, keeping what
-// they handed the kubelet in the one HandOff (hand_off.h) and asking the API-server side for pending
+// kubelet.sock. The servers only translate between the wire and allocation.h / node/environment.h, keeping
+// what they handed the kubelet in the one HandOff (hand_off.h) and asking the API-server side for pending
 // containers through pending_pods.h; they know nothing of NVML, and nothing below them includes this.
 #pragma once
 
