@@ -26,7 +26,7 @@
 #include "common/codec.h"
 #include "deviceplugin/daemon.h"
 #include "deviceplugin/device_list.h"
-#include "deviceplugin/static_backend.h"
+#include "node/static_backend.h"
 #include "support/assigned_pod.h"
 #include "testing/fake_apiserver.h"
 #include "testing/fake_kubelet.h"
@@ -115,7 +115,7 @@ class Node {
     std::vector<size_t> lists;
     for (Resource r : kAllResources) lists.push_back(kubelet_->ListsReceived(FullName(r, kNames)));
     const auto start = Clock::now();
-    daemon_ = std::make_unique<Daemon>(config_, kNodeName, std::make_unique<StaticBackend>(cards_));
+    daemon_ = std::make_unique<Daemon>(config_, kNodeName, std::make_unique<node::StaticBackend>(cards_));
     kube::ClusterConfig cluster;
     cluster.server = api_.url();
     if (Status s = daemon_->Start(cluster); !s.ok()) {

@@ -98,7 +98,7 @@ base() {
 
 mgpu() {
   local extender=$build/src/extender/mgpu-scheduler-extender
-  local plugin=$build/src/deviceplugin/mgpu-device-plugin
+  local plugin=$build/src/node/mgpu-device-plugin
   local guard=$build/src/guard/libmgpu-guard.so
   local probe=$build/src/guard/mgpu_guard_probe
   local f

@@ -22,7 +22,7 @@ COPY . .
 # Without debug information (the symbols stay, for backtraces): it is most of the binaries' size.
 RUN CCACHE_DIR=/var/cache/mgpu-ccache MGPU_SETUP=daemons MGPU_BUILD_DIR=/build \
     bash scripts/setup.sh mgpu-device-plugin mgpu-guard \
- && strip --strip-debug /build/src/deviceplugin/mgpu-device-plugin /build/src/guard/libmgpu-guard.so
+ && strip --strip-debug /build/src/node/mgpu-device-plugin /build/src/guard/libmgpu-guard.so
 
 FROM ${RUNTIME_BASE}
 RUN apt-get update \
@@ -30,7 +30,7 @@ RUN apt-get update \
       ca-certificates libgrpc++1.51 libprotobuf32 libcurl4 libnghttp2-14 libspdlog1.10 libfmt9 libyaml-cpp0.7 \
       libcpp-httplib0.11 \
  && apt-get clean && rm -rf /var/lib/apt/lists/*
-COPY --from=build /build/src/deviceplugin/mgpu-device-plugin /usr/local/bin/mgpu-device-plugin
+COPY --from=build /build/src/node/mgpu-device-plugin /usr/local/bin/mgpu-device-plugin
 COPY --from=build /build/src/guard/libmgpu-guard.so /usr/local/lib/mgpu/libmgpu-guard.so
 ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=utility
 EXPOSE 9400

@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "deviceplugin/device_list.h"
-#include "deviceplugin/isolation_setup.h"
+#include "node/isolation_setup.h"
 
 namespace mgpu::dp {
 namespace {
@@ -12,7 +12,7 @@ constexpr const char* kVersion = MGPU_VERSION;
 
 }  // namespace
 
-Daemon::Daemon(Config config, std::string node_name, std::unique_ptr<GpuBackend> backend)
+Daemon::Daemon(Config config, std::string node_name, std::unique_ptr<node::GpuBackend> backend)
     : config_(std::move(config)), node_(std::move(node_name)), backend_(std::move(backend)) {}
 
 Daemon::~Daemon() { Stop(); }
@@ -24,9 +24,9 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   auto gpus = backend_->Discover();
   if (!gpus.ok()) return gpus.error();
   std::vector<Card> cards;
-  for (const GpuInfo& g : *gpus) cards.push_back(g.card);
+  for (const node::GpuInfo& g : *gpus) cards.push_back(g.card);
   if (Status s = CheckListAndWatchSize(cards, config_); !s.ok()) return s;
-  if (Status s = PrepareIsolation(config_.isolation, cards); !s.ok()) return s;
+  if (Status s = node::PrepareIsolation(config_.isolation, cards); !s.ok()) return s;
   kube::ClientOptions options;
   options.user_agent = "mgpu-device-plugin";
   options.request_timeout = std::chrono::seconds(10);  // bounds what a refused kubelet call waits on
@@ -36,8 +36,8 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   spdlog::info("node={} backend={} cards={} isolation={} memoryUnitMiB={}", node_, backend_->Name(),
                cards.size(), Name(config_.isolation.backend), config_.memory_unit_mib);
 
-  state_ = std::make_unique<DeviceState>(cards);
-  health_ = std::make_unique<HealthWatcher>(*backend_, *state_);
+  state_ = std::make_unique<node::DeviceState>(cards);
+  health_ = std::make_unique<node::HealthWatcher>(*backend_, *state_);
   pod_resources_ = std::make_unique<PodResourcesPoller>(
       config_, [this](const AllocatedPods&) { pods_->AnswerPublished(); });
   hand_off_ = std::make_unique<HandOff>([this] { return pod_resources_->RequestsStarted(); });

@@ -14,22 +14,22 @@
 #include "common/kube/client.h"
 #include "common/kube/kubeconfig.h"
 #include "common/result.h"
-#include "deviceplugin/device_state.h"
-#include "deviceplugin/gpu_backend.h"
 #include "deviceplugin/hand_off.h"
-#include "deviceplugin/health.h"
 #include "deviceplugin/metrics.h"
 #include "deviceplugin/node_publisher.h"
 #include "deviceplugin/plugin.h"
 #include "deviceplugin/pod_resources.h"
 #include "deviceplugin/pod_tracker.h"
+#include "node/device_state.h"
+#include "node/gpu_backend.h"
+#include "node/health.h"
 
 namespace mgpu::dp {
 
 class Daemon {
  public:
   // `backend` finds the node's cards (in Start) and reports their health.
-  Daemon(Config config, std::string node_name, std::unique_ptr<GpuBackend> backend);
+  Daemon(Config config, std::string node_name, std::unique_ptr<node::GpuBackend> backend);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -44,7 +44,7 @@ class Daemon {
   void Stop();
 
   const std::string& node() const { return node_; }
-  GpuBackend& backend() { return *backend_; }
+  node::GpuBackend& backend() { return *backend_; }
   std::vector<Card> Cards() const;
   int metrics_port() const;       // 0 without /metrics
   bool Registered() const;        // every resource registered with the kubelet
@@ -55,10 +55,10 @@ class Daemon {
  private:
   Config config_;
   const std::string node_;
-  std::unique_ptr<GpuBackend> backend_;
+  std::unique_ptr<node::GpuBackend> backend_;
   std::unique_ptr<kube::Client> client_;
-  std::unique_ptr<DeviceState> state_;
-  std::unique_ptr<HealthWatcher> health_;
+  std::unique_ptr<node::DeviceState> state_;
+  std::unique_ptr<node::HealthWatcher> health_;
   std::unique_ptr<PodResourcesPoller> pod_resources_;
   std::unique_ptr<HandOff> hand_off_;
   std::unique_ptr<PodTracker> pods_;

@@ -117,13 +117,13 @@ Result<ReadDevice> ReadDeviceId(std::string_view id, Resource resource, const st
   return ReadDevice{card, parsed->ordinal};
 }
 
-Result<ResourceAllocation> ReadAllocation(Resource resource, const std::vector<std::string>& device_ids,
-                                          const std::vector<Card>& cards, const Config& config) {
+Result<node::ResourceAllocation> ReadAllocation(Resource resource, const std::vector<std::string>& device_ids,
+                                                const std::vector<Card>& cards, const Config& config) {
   if (device_ids.empty()) return Error{"Allocate asked for no " + Name(resource) + " devices"};
   std::map<int, int64_t> count_by_index;  // card index → devices
   std::unordered_set<std::string_view> seen;
   seen.reserve(device_ids.size());
-  ResourceAllocation out;
+  node::ResourceAllocation out;
   out.resource = resource;
   const Card* card = nullptr;
   for (const std::string& id : device_ids) {

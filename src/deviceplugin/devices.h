@@ -14,6 +14,7 @@
 #include "common/config.h"
 #include "common/model.h"
 #include "common/result.h"
+#include "node/environment.h"
 
 namespace mgpu::dp {
 
@@ -54,16 +55,9 @@ struct ReadDevice {
 Result<ReadDevice> ReadDeviceId(std::string_view id, Resource resource, const std::vector<Card>& cards,
                                 const Config& config, const Card* hint = nullptr);
 
-// One container's allocation of one resource, read from the IDs of an Allocate call.
-struct ResourceAllocation {
-  Resource resource = Resource::kCore;
-  std::vector<Card> cards;  // by card index
-  int64_t per_card = 0;     // percent (cores) or MiB (memory) on each card
-};
-
 // Step 3: what the device IDs mean. Every ID must be a well-formed ID of `resource` on a known, healthy card,
 // without repeats, and every card must get the same amount; anything else is an error naming the ID or card.
-Result<ResourceAllocation> ReadAllocation(Resource resource, const std::vector<std::string>& device_ids,
-                                          const std::vector<Card>& cards, const Config& config);
+Result<node::ResourceAllocation> ReadAllocation(Resource resource, const std::vector<std::string>& device_ids,
+                                                const std::vector<Card>& cards, const Config& config);
 
 }  // namespace mgpu::dp

@@ -6,7 +6,7 @@
 #include <chrono>
 
 #include "common/clock.h"
-#include "common/codec.h"
+#include "node/node_metadata.h"
 
 namespace mgpu::dp {
 namespace {
@@ -16,34 +16,8 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kRetry = std::chrono::seconds(2);
 }  // namespace
 
-kube::MetadataPatch NodeMetadata(const std::vector<Card>& cards, const Config& config,
-                                 const std::string& version, int64_t heartbeat_unix_s, bool stopping) {
-  const ResourceNames names = config.Names();
-  NodeInventory inventory;
-  inventory.cards = cards;
-  std::sort(inventory.cards.begin(), inventory.cards.end(),
-            [](const Card& a, const Card& b) { return a.index < b.index; });
-  inventory.memory_unit_mib = config.memory_unit_mib;
-  inventory.isolation = config.isolation.backend;
-  inventory.version = version;
-  inventory.heartbeat = heartbeat_unix_s;
-  inventory.stopping = stopping;
-  kube::MetadataPatch patch;
-  patch.annotations[names.gpu_inventory] = EncodeInventory(inventory);
-  patch.annotations[names.gpu_dra_inventory] = std::nullopt;  // a node that served its cards through DRA before
-  patch.labels[names.label_count] = std::to_string(cards.size());
-  if (inventory.cards.empty()) {
-    patch.labels[names.label_product] = std::nullopt;
-    patch.labels[names.label_memory] = std::nullopt;
-  } else {
-    patch.labels[names.label_product] = LabelValue(inventory.cards.front().model);
-    patch.labels[names.label_memory] = std::to_string(inventory.cards.front().memory_mib);
-  }
-  return patch;
-}
-
 NodePublisher::NodePublisher(const Config& config, std::string node, kube::Client& client,
-                             const DeviceState& state, std::string version)
+                             const node::DeviceState& state, std::string version)
     : config_(config), node_(std::move(node)), client_(client), state_(state), version_(std::move(version)) {}
 
 NodePublisher::~NodePublisher() { Stop(); }
@@ -59,7 +33,7 @@ void NodePublisher::Stop() {
 Status NodePublisher::AnnounceStopping() {
   const int64_t now_s = UnixNowNs() / 1'000'000'000;
   kube::ApiResult result =
-      client_.PatchNodeMetadata(node_, NodeMetadata(state_.Cards(), config_, version_, now_s, true));
+      client_.PatchNodeMetadata(node_, node::NodeMetadata(state_.Cards(), config_, version_, now_s, true));
   if (!result.ok())
     return Error{"node " + node_ + ": could not say in " + config_.Names().gpu_inventory +
                  " that the plugin is stopping: " + result.message()};
@@ -80,7 +54,8 @@ void NodePublisher::Run() {
     if (generation == seen && Clock::now() < due) continue;
     seen = generation;
     const int64_t now_s = UnixNowNs() / 1'000'000'000;
-    kube::ApiResult result = client_.PatchNodeMetadata(node_, NodeMetadata(cards, config_, version_, now_s));
+    kube::ApiResult result =
+        client_.PatchNodeMetadata(node_, node::NodeMetadata(cards, config_, version_, now_s));
     if (result.ok()) {
       if (failing || published_ == 0) {
         spdlog::info("node={} published {} cards in {}", node_, cards.size(), config_.Names().gpu_inventory);

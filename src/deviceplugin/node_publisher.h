@@ -1,6 +1,5 @@
-// What the plugin publishes on its Node (DESIGN §7): the D/gpu-inventory annotation (the codec of
-// common/codec.h, with a heartbeat) and the D/gpu.product, D/gpu.count and D/gpu.memory labels for
-// nodeSelector. A NodePublisher patches them at start, on every health change and every
+// What the plugin publishes on its Node (DESIGN §7): node/node_metadata.h's inventory annotation, with a
+// heartbeat, and labels. A NodePublisher patches them at start, on every health change and every
 // devicePlugin.nodeHeartbeatSeconds, on one thread; a failed patch is retried within seconds.
 #pragma once
 
@@ -14,18 +13,13 @@
 #include "common/config.h"
 #include "common/kube/client.h"
 #include "common/model.h"
-#include "deviceplugin/device_state.h"
+#include "node/device_state.h"
 
 namespace mgpu::dp {
 
-// The annotation and labels for `cards`. The labels describe the card with the lowest index. `stopping`: the
-// inventory says the plugin is stopping (NodeInventory::stopping).
-kube::MetadataPatch NodeMetadata(const std::vector<Card>& cards, const Config& config,
-                                 const std::string& version, int64_t heartbeat_unix_s, bool stopping = false);
-
 class NodePublisher {
  public:
-  NodePublisher(const Config& config, std::string node, kube::Client& client, const DeviceState& state,
+  NodePublisher(const Config& config, std::string node, kube::Client& client, const node::DeviceState& state,
                 std::string version);
   ~NodePublisher();
   NodePublisher(const NodePublisher&) = delete;
@@ -46,7 +40,7 @@ class NodePublisher {
   const Config& config_;
   const std::string node_;
   kube::Client& client_;
-  const DeviceState& state_;
+  const node::DeviceState& state_;
   const std::string version_;
   std::atomic<uint64_t> published_{0};
   BackgroundThread thread_;

@@ -14,8 +14,8 @@
 #include <optional>
 
 #include "deviceplugin/device_list.h"
-#include "deviceplugin/environment.h"
 #include "kubelet/deviceplugin/v1beta1/api.grpc.pb.h"
+#include "node/environment.h"
 
 namespace mgpu::dp {
 namespace {
@@ -55,8 +55,8 @@ std::vector<std::string> Uuids(const std::vector<Card>& cards) {
 
 class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
  public:
-  Service(Resource resource, const Config& config, DeviceState& state, HandOff& hand_off, PendingPods* pods,
-          Counters& counts)
+  Service(Resource resource, const Config& config, node::DeviceState& state, HandOff& hand_off,
+          PendingPods* pods, Counters& counts)
       : resource_(resource),
         name_(FullName(resource, config.Names())),
         config_(config),
@@ -157,7 +157,7 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
       const auto uuids = Uuids(allocation->cards);
       const HandOffLedger::Allocation handed =
           hand_off_.Allocated(resource_, ids, uuids, HandOff::Clock::now());
-      const auto env = BuildEnvironment(*allocation, config_.isolation, config_.default_compute_policy);
+      const auto env = node::BuildEnvironment(*allocation, config_.isolation, config_.default_compute_policy);
       auto* out = response->add_container_responses();
       for (const auto& [k, v] : env.envs) (*out->mutable_envs())[k] = v;
       for (const auto& m : env.mounts) {
@@ -192,14 +192,14 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
   const Resource resource_;
   const std::string name_;
   const Config& config_;
-  DeviceState& state_;
+  node::DeviceState& state_;
   HandOff& hand_off_;
   PendingPods* const pods_;
   Counters& counts_;
   std::atomic<bool> stopping_{false};
 };
 
-DevicePlugin::DevicePlugin(Config config, DeviceState& state, HandOff& hand_off, PendingPods* pods)
+DevicePlugin::DevicePlugin(Config config, node::DeviceState& state, HandOff& hand_off, PendingPods* pods)
     : config_(std::move(config)), state_(state), hand_off_(hand_off), pods_(pods) {}
 
 DevicePlugin::~DevicePlugin() { Stop(); }

@@ -1,7 +1,7 @@
 // The kubelet-facing side (DESIGN §8): one gRPC server and socket per resource in the kubelet's
 // device-plugins folder, served before registering, and registered again whenever the kubelet recreates
-// kubelet.sock. The servers only translate between the wire and allocation.h / environment.h, keeping what
-// they handed the kubelet in the one HandOff (hand_off.h) and asking the API-server side for pending
+// kubelet.sock. The servers only translate between the wire and allocation.h / node/environment.h, keeping
+// what they handed the kubelet in the one HandOff (hand_off.h) and asking the API-server side for pending
 // containers through pending_pods.h; they know nothing of NVML, and nothing below them includes this.
 #pragma once
 
@@ -17,9 +17,9 @@
 #include "common/result.h"
 #include "deviceplugin/allocation.h"
 #include "deviceplugin/call_counts.h"
-#include "deviceplugin/device_state.h"
 #include "deviceplugin/hand_off.h"
 #include "deviceplugin/pending_pods.h"
+#include "node/device_state.h"
 
 namespace grpc {
 class Server;
@@ -31,7 +31,7 @@ class DevicePlugin {
  public:
   // `pods` may be null: then every preference comes from the shared allocator. It and `hand_off` must
   // outlive Stop().
-  DevicePlugin(Config config, DeviceState& state, HandOff& hand_off, PendingPods* pods = nullptr);
+  DevicePlugin(Config config, node::DeviceState& state, HandOff& hand_off, PendingPods* pods = nullptr);
   ~DevicePlugin();
   DevicePlugin(const DevicePlugin&) = delete;
   DevicePlugin& operator=(const DevicePlugin&) = delete;
@@ -62,7 +62,7 @@ class DevicePlugin {
   void WatchKubelet();
 
   Config config_;
-  DeviceState& state_;
+  node::DeviceState& state_;
   HandOff& hand_off_;
   PendingPods* pods_;
   std::mutex servers_mu_;  // serialises starting and stopping the servers

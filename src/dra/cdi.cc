@@ -33,12 +33,12 @@ std::string ClaimUidOfSpecFile(const std::string& file_name, const Config& confi
   return file_name.substr(prefix.size(), file_name.size() - prefix.size() - kSuffix.size());
 }
 
-nlohmann::json CdiSpec(const std::string& claim_uid, const dp::ContainerEnvironment& environment,
+nlohmann::json CdiSpec(const std::string& claim_uid, const node::ContainerEnvironment& environment,
                        const std::vector<std::string>& device_nodes, const Config& config) {
   nlohmann::json env = nlohmann::json::array(), mounts = nlohmann::json::array(),
                  nodes = nlohmann::json::array();
   for (const auto& [key, value] : environment.envs) env.push_back(key + "=" + value);
-  for (const dp::ContainerMount& m : environment.mounts) {
+  for (const node::ContainerMount& m : environment.mounts) {
     nlohmann::json options = m.read_only ? nlohmann::json::array({"ro", "nosuid", "nodev", "bind"})
                                          : nlohmann::json::array({"rw", "nosuid", "nodev", "bind"});
     mounts.push_back({{"hostPath", m.host_path}, {"containerPath", m.container_path}, {"options", options}});

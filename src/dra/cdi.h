@@ -12,7 +12,7 @@
 
 #include "common/config.h"
 #include "common/result.h"
-#include "deviceplugin/environment.h"
+#include "node/environment.h"
 
 namespace mgpu::dra {
 
@@ -26,7 +26,7 @@ std::string CdiSpecPath(const std::string& claim_uid,
 std::string ClaimUidOfSpecFile(const std::string& file_name, const Config& config);
 
 // The spec: environment as KEY=VALUE lines in key order, mounts (read-only ones "ro"), device nodes.
-nlohmann::json CdiSpec(const std::string& claim_uid, const dp::ContainerEnvironment& environment,
+nlohmann::json CdiSpec(const std::string& claim_uid, const node::ContainerEnvironment& environment,
                        const std::vector<std::string>& device_nodes, const Config& config);
 
 // Writes `spec` at `path` (mode 0644) through a temporary file in the same directory; creates the directory.

@@ -30,12 +30,12 @@ TEST(Cdi, NamesOfSpecsAndDevices) {
 // responses, merged as the kubelet merges them; only the token is the claim's own.
 TEST(Cdi, AClaimGetsTheDevicePluginEnvironmentOfTheSameShare) {
   const Config config;
-  const auto env = dp::BuildContainerEnvironment(kCards, Resource::kCore, 30, 4096, config.isolation,
-                                                 ComputePolicy::kGuaranteedBurstShare, "claim-uid");
-  auto core = dp::BuildEnvironment({Resource::kCore, kCards, 30}, config.isolation,
-                                   ComputePolicy::kGuaranteedBurstShare);
-  auto memory = dp::BuildEnvironment({Resource::kMemory, kCards, 4096}, config.isolation,
+  const auto env = node::BuildContainerEnvironment(kCards, Resource::kCore, 30, 4096, config.isolation,
+                                                   ComputePolicy::kGuaranteedBurstShare, "claim-uid");
+  auto core = node::BuildEnvironment({Resource::kCore, kCards, 30}, config.isolation,
                                      ComputePolicy::kGuaranteedBurstShare);
+  auto memory = node::BuildEnvironment({Resource::kMemory, kCards, 4096}, config.isolation,
+                                       ComputePolicy::kGuaranteedBurstShare);
   auto expected = core.envs;
   expected.insert(memory.envs.begin(), memory.envs.end());
   expected["MGPU_CONTAINER_TOKEN"] = "claim-uid";
@@ -65,8 +65,8 @@ TEST(Cdi, AClaimGetsTheDevicePluginEnvironmentOfTheSameShare) {
 TEST(Cdi, AnOfflineClaimWithoutIsolationHasNoMountsOrDeviceNodes) {
   Config config;
   config.isolation.backend = IsolationBackend::kNone;
-  const auto env = dp::BuildContainerEnvironment(kCards, Resource::kReclaimedCore, 40, 2048, config.isolation,
-                                                 ComputePolicy::kFixedShare, "u");
+  const auto env = node::BuildContainerEnvironment(kCards, Resource::kReclaimedCore, 40, 2048,
+                                                   config.isolation, ComputePolicy::kFixedShare, "u");
   EXPECT_EQ(env.envs.at("MGPU_RECLAIMED_CORE_PERCENT"), "40");
   EXPECT_EQ(env.envs.at("MGPU_QOS_LEVEL"), "offline");
   EXPECT_FALSE(env.envs.count("MGPU_CONTAINER_TOKEN"));

@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "common/dra.h"
-#include "deviceplugin/isolation_setup.h"
+#include "node/isolation_setup.h"
 
 namespace mgpu::dra {
 
@@ -22,7 +22,7 @@ class Daemon::ApiClaims final : public ClaimReader {
   kube::Client& client_;
 };
 
-Daemon::Daemon(Config config, std::string node_name, std::unique_ptr<dp::GpuBackend> backend,
+Daemon::Daemon(Config config, std::string node_name, std::unique_ptr<node::GpuBackend> backend,
                PluginInstance instance)
     : config_(std::move(config)),
       node_(std::move(node_name)),
@@ -40,7 +40,7 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
   cards_ = NodeCardsOf(*gpus, config_, config_.dra.device_root);
   std::vector<Card> cards;
   for (const NodeCard& c : cards_) cards.push_back(c.card);
-  if (Status s = dp::PrepareIsolation(config_.isolation, cards); !s.ok()) return s;
+  if (Status s = node::PrepareIsolation(config_.isolation, cards); !s.ok()) return s;
   auto checkpoint =
       PreparedClaims::Open((std::filesystem::path(config_.dra.state_directory) / "checkpoint.json").string());
   if (!checkpoint.ok()) return checkpoint.error();
@@ -56,8 +56,8 @@ Status Daemon::Start(kube::ClusterConfig cluster) {
                node_, DriverName(config_), instance_.id.empty() ? "-" : instance_.id, backend_->Name(),
                cards_.size(), Name(config_.isolation.backend), claims_->All().size());
 
-  state_ = std::make_unique<dp::DeviceState>(cards);
-  health_ = std::make_unique<dp::HealthWatcher>(*backend_, *state_);
+  state_ = std::make_unique<node::DeviceState>(cards);
+  health_ = std::make_unique<node::HealthWatcher>(*backend_, *state_);
   preparer_ = std::make_unique<Preparer>(config_, node_, cards_, *state_, *claims_, *reader_);
   if (int removed = preparer_->RemoveOrphanSpecs(); removed > 0)
     spdlog::info("node={} removed {} CDI specs of no prepared claim", node_, removed);

@@ -13,14 +13,14 @@
 #include "common/kube/client.h"
 #include "common/kube/kubeconfig.h"
 #include "common/result.h"
-#include "deviceplugin/device_state.h"
-#include "deviceplugin/gpu_backend.h"
-#include "deviceplugin/health.h"
 #include "dra/checkpoint.h"
 #include "dra/devices.h"
 #include "dra/plugin.h"
 #include "dra/prepare.h"
 #include "dra/publisher.h"
+#include "node/device_state.h"
+#include "node/gpu_backend.h"
+#include "node/health.h"
 
 namespace mgpu::dra {
 
@@ -28,7 +28,7 @@ class Daemon {
  public:
   // `instance`: this instance's id and ready file (plugin.h); an id lets a second instance run beside it
   // during a rolling update, sharing the checkpoint, the CDI specs and the slices.
-  Daemon(Config config, std::string node_name, std::unique_ptr<dp::GpuBackend> backend,
+  Daemon(Config config, std::string node_name, std::unique_ptr<node::GpuBackend> backend,
          PluginInstance instance = {});
   ~Daemon();
   Daemon(const Daemon&) = delete;
@@ -44,7 +44,7 @@ class Daemon {
 
   const std::string& node() const { return node_; }
   std::vector<NodeCard> Cards() const { return cards_; }
-  dp::GpuBackend& backend() { return *backend_; }
+  node::GpuBackend& backend() { return *backend_; }
   bool Registered() const { return plugin_ && plugin_->Registered(); }
   const SlicePublisher* publisher() const { return publisher_.get(); }
   Preparer* preparer() { return preparer_.get(); }  // what the kubelet's calls reach
@@ -55,12 +55,12 @@ class Daemon {
   Config config_;
   const std::string node_;
   const PluginInstance instance_;
-  std::unique_ptr<dp::GpuBackend> backend_;
+  std::unique_ptr<node::GpuBackend> backend_;
   std::vector<NodeCard> cards_;
   std::unique_ptr<kube::Client> client_;
   std::unique_ptr<ApiClaims> reader_;
-  std::unique_ptr<dp::DeviceState> state_;
-  std::unique_ptr<dp::HealthWatcher> health_;
+  std::unique_ptr<node::DeviceState> state_;
+  std::unique_ptr<node::HealthWatcher> health_;
   std::unique_ptr<PreparedClaims> claims_;
   std::unique_ptr<Preparer> preparer_;
   std::unique_ptr<SlicePublisher> publisher_;

@@ -8,11 +8,11 @@
 
 #include <filesystem>
 
-#include "deviceplugin/static_backend.h"
 #include "dra/cdi.h"
 #include "dra/test_claims.h"
 #include "kubelet/dra/v1/api.grpc.pb.h"
 #include "kubelet/pluginregistration/v1/api.grpc.pb.h"
+#include "node/static_backend.h"
 #include "testing/fake_apiserver.h"
 #include "testing/test_env.h"
 
@@ -36,7 +36,7 @@ class DaemonTest : public ::testing::Test {
   }
 
   std::unique_ptr<Daemon> StartDaemon() {
-    auto backend = std::make_unique<dp::StaticBackend>(
+    auto backend = std::make_unique<node::StaticBackend>(
         std::vector<Card>{{0, "GPU-a", "NVIDIA A10", 24576, true}, {1, "GPU-b", "NVIDIA A10", 24576, true}});
     backend_ = backend.get();
     auto d = std::make_unique<Daemon>(config_, "node-a", std::move(backend));
@@ -70,7 +70,7 @@ class DaemonTest : public ::testing::Test {
   testing::TempDir dir_;
   testing::FakeApiServer api_;
   Config config_;
-  dp::StaticBackend* backend_ = nullptr;
+  node::StaticBackend* backend_ = nullptr;
 };
 
 TEST_F(DaemonTest, RegistersPublishesPreparesAndRemembersAcrossARestart) {
@@ -141,7 +141,7 @@ TEST_F(DaemonTest, ACorruptCheckpointStopsTheStart) {
   std::filesystem::create_directories(config_.dra.state_directory);
   dir_.Write("state/checkpoint.json", "{torn");
   Daemon d(config_, "node-a",
-           std::make_unique<dp::StaticBackend>(std::vector<Card>{{0, "GPU-a", "m", 1024, true}}));
+           std::make_unique<node::StaticBackend>(std::vector<Card>{{0, "GPU-a", "m", 1024, true}}));
   Status s = d.Start({.server = api_.url()});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("cannot be used"), std::string::npos);

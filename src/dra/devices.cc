@@ -7,11 +7,11 @@
 
 namespace mgpu::dra {
 
-std::vector<NodeCard> NodeCardsOf(const std::vector<dp::GpuInfo>& gpus, const Config& config,
+std::vector<NodeCard> NodeCardsOf(const std::vector<node::GpuInfo>& gpus, const Config& config,
                                   const std::string& device_root) {
   NodeInventory inventory;
   inventory.memory_unit_mib = config.memory_unit_mib;
-  for (const dp::GpuInfo& g : gpus) inventory.cards.push_back(g.card);
+  for (const node::GpuInfo& g : gpus) inventory.cards.push_back(g.card);
   const NodeState node = MakeNodeState("", inventory, config);
   std::vector<NodeCard> out;
   for (size_t i = 0; i < gpus.size(); ++i) {

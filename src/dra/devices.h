@@ -1,5 +1,5 @@
 // Device discovery for the DRA mode: the node's cards as the GPU backend finds them (the same backends as the
-// device-plugin mode, deviceplugin/gpu_backend.h), each with the memory capacity its devices publish and the
+// device-plugin mode, node/gpu_backend.h), each with the memory capacity its devices publish and the
 // device nodes a container given the card needs. Pure apart from checking which device nodes exist.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 #include "common/config.h"
 #include "common/model.h"
-#include "deviceplugin/gpu_backend.h"
+#include "node/gpu_backend.h"
 
 namespace mgpu::dra {
 
@@ -30,7 +30,7 @@ inline constexpr const char* kControlDeviceNodes[] = {"nvidiactl", "nvidia-uvm",
 
 // The cards of `gpus` by index. Device nodes are looked up under `device_root` (the host's /dev as the daemon
 // sees it) and named as /dev/... in the result.
-std::vector<NodeCard> NodeCardsOf(const std::vector<dp::GpuInfo>& gpus, const Config& config,
+std::vector<NodeCard> NodeCardsOf(const std::vector<node::GpuInfo>& gpus, const Config& config,
                                   const std::string& device_root = "/dev");
 
 // The card with `index`, or null.

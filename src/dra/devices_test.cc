@@ -14,8 +14,9 @@ TEST(NodeCards, CapacityFollowsTheAllocatorsRuleAndCardsComeByIndex) {
   Config config;
   config.memory_unit_mib = 16;
   config.reserved_memory_mib = 100;
-  const std::vector<dp::GpuInfo> gpus = {{Card{1, "GPU-b", "NVIDIA A10", 24576, true}, -1, ""},
-                                         {Card{0, "GPU-a", "NVIDIA A10", 24576, false}, -1, "0000:3b:00.0"}};
+  const std::vector<node::GpuInfo> gpus = {
+      {Card{1, "GPU-b", "NVIDIA A10", 24576, true}, -1, ""},
+      {Card{0, "GPU-a", "NVIDIA A10", 24576, false}, -1, "0000:3b:00.0"}};
   const auto cards = NodeCardsOf(gpus, config);
   ASSERT_EQ(cards.size(), 2u);
   EXPECT_EQ(cards[0].card.uuid, "GPU-a");

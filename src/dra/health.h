@@ -11,9 +11,9 @@
 
 #include "common/config.h"
 #include "common/dra.h"
-#include "deviceplugin/device_state.h"
 #include "dra/devices.h"
 #include "kubelet/drahealth/v1alpha1/api.grpc.pb.h"
+#include "node/device_state.h"
 
 namespace mgpu::dra {
 
@@ -24,7 +24,7 @@ v1alpha1::NodeWatchResourcesResponse HealthMessage(const std::string& pool, cons
 
 class HealthService final : public v1alpha1::DRAResourceHealth::Service {
  public:
-  HealthService(std::string pool, std::vector<Variant> variants, const dp::DeviceState& state)
+  HealthService(std::string pool, std::vector<Variant> variants, const node::DeviceState& state)
       : pool_(std::move(pool)), variants_(std::move(variants)), state_(state) {}
   grpc::Status NodeWatchResources(grpc::ServerContext* context, const v1alpha1::NodeWatchResourcesRequest*,
                                   grpc::ServerWriter<v1alpha1::NodeWatchResourcesResponse>* writer) override;
@@ -34,7 +34,7 @@ class HealthService final : public v1alpha1::DRAResourceHealth::Service {
  private:
   const std::string pool_;
   const std::vector<Variant> variants_;
-  const dp::DeviceState& state_;
+  const node::DeviceState& state_;
   std::atomic<bool> stopping_{false};
 };
 

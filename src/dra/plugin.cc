@@ -197,7 +197,7 @@ class KubeletPlugin::RegistrationService final : public pluginregistration::Regi
 };
 
 KubeletPlugin::KubeletPlugin(const Config& config, std::string pool, Preparer& preparer,
-                             const dp::DeviceState& state, PluginInstance instance)
+                             const node::DeviceState& state, PluginInstance instance)
     : config_(config),
       pool_(std::move(pool)),
       instance_(std::move(instance)),

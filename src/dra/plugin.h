@@ -15,8 +15,8 @@
 
 #include "common/config.h"
 #include "common/result.h"
-#include "deviceplugin/device_state.h"
 #include "dra/prepare.h"
+#include "node/device_state.h"
 
 namespace grpc {
 class Server;
@@ -52,7 +52,7 @@ class HealthService;
 class KubeletPlugin {
  public:
   // `preparer` and `state` must outlive Stop().
-  KubeletPlugin(const Config& config, std::string pool, Preparer& preparer, const dp::DeviceState& state,
+  KubeletPlugin(const Config& config, std::string pool, Preparer& preparer, const node::DeviceState& state,
                 PluginInstance instance = {});
   ~KubeletPlugin();
   KubeletPlugin(const KubeletPlugin&) = delete;
@@ -76,7 +76,7 @@ class KubeletPlugin {
   const std::string pool_;
   const PluginInstance instance_;
   Preparer& preparer_;
-  const dp::DeviceState& state_;
+  const node::DeviceState& state_;
   std::mutex mu_;  // serialises Start and Stop
   std::unique_ptr<DraService> dra_;
   std::unique_ptr<HealthService> health_;

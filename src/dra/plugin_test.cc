@@ -52,7 +52,7 @@ class PluginTest : public ::testing::Test {
 
   testing::TempDir dir_;
   Config config_;
-  dp::DeviceState state_;
+  node::DeviceState state_;
   test::Claims api_;
   std::unique_ptr<PreparedClaims> claims_;
   std::unique_ptr<Preparer> preparer_;

@@ -73,7 +73,7 @@ class Preparer::Turn {
 };
 
 Preparer::Preparer(const Config& config, std::string node, std::vector<NodeCard> cards,
-                   const dp::DeviceState& health, PreparedClaims& claims, ClaimReader& reader)
+                   const node::DeviceState& health, PreparedClaims& claims, ClaimReader& reader)
     : config_(config),
       node_(std::move(node)),
       cards_(std::move(cards)),
@@ -116,9 +116,9 @@ PrepareOutcome Preparer::PrepareNew(const ClaimRef& ref) {
   std::sort(held.begin(), held.end(), [](const Card& a, const Card& b) { return a.index < b.index; });
   const bool offline = share->qos == Qos::kOffline;
   const auto environment =
-      dp::BuildContainerEnvironment(held, offline ? Resource::kReclaimedCore : Resource::kCore,
-                                    offline ? share->reclaimed_core_per_card : share->core_per_card,
-                                    share->memory_per_card_mib, config_.isolation, share->policy, ref.uid);
+      node::BuildContainerEnvironment(held, offline ? Resource::kReclaimedCore : Resource::kCore,
+                                      offline ? share->reclaimed_core_per_card : share->core_per_card,
+                                      share->memory_per_card_mib, config_.isolation, share->policy, ref.uid);
   const std::string path = CdiSpecPath(ref.uid, config_);
   // The spec written and the claim recorded with the checkpoint held: the other instance of a rolling update
   // may have prepared the claim meanwhile (its answer stands), and its start's removal of CDI specs of no

@@ -19,9 +19,9 @@
 #include "common/config.h"
 #include "common/dra.h"
 #include "common/result.h"
-#include "deviceplugin/device_state.h"
 #include "dra/checkpoint.h"
 #include "dra/devices.h"
+#include "node/device_state.h"
 
 namespace mgpu::dra {
 
@@ -59,8 +59,8 @@ struct PrepareOutcome {
 class Preparer {
  public:
   // `cards` are the node's cards as published; `health` gives their current health; all must outlive this.
-  Preparer(const Config& config, std::string node, std::vector<NodeCard> cards, const dp::DeviceState& health,
-           PreparedClaims& claims, ClaimReader& reader);
+  Preparer(const Config& config, std::string node, std::vector<NodeCard> cards,
+           const node::DeviceState& health, PreparedClaims& claims, ClaimReader& reader);
 
   PrepareOutcome Prepare(const ClaimRef& claim);
   // "" when unprepared (or never prepared); else why not.
@@ -78,7 +78,7 @@ class Preparer {
   const Config& config_;
   const std::string node_;
   const std::vector<NodeCard> cards_;
-  const dp::DeviceState& health_;
+  const node::DeviceState& health_;
   PreparedClaims& claims_;
   ClaimReader& reader_;
   std::atomic<uint64_t> claim_reads_{0};

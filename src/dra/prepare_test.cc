@@ -36,7 +36,7 @@ class PrepareTest : public ::testing::Test {
 
   testing::TempDir dir_;
   Config config_;
-  dp::DeviceState state_;
+  node::DeviceState state_;
   std::vector<NodeCard> cards_;
   Claims api_;
   std::unique_ptr<PreparedClaims> claims_;

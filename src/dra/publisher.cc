@@ -8,9 +8,9 @@
 #include <set>
 
 #include "common/dra.h"
-#include "deviceplugin/node_publisher.h"
 #include "dra/plugin.h"
 #include "dra/slices.h"
+#include "node/node_metadata.h"
 
 namespace mgpu::dra {
 namespace {
@@ -40,7 +40,7 @@ std::string PublisherName(const std::string& instance) {
 }  // namespace
 
 SlicePublisher::SlicePublisher(const Config& config, std::string node, std::vector<NodeCard> cards,
-                               kube::Client& client, const dp::DeviceState& state, std::string version,
+                               kube::Client& client, const node::DeviceState& state, std::string version,
                                std::string instance)
     : config_(config),
       node_(std::move(node)),
@@ -103,7 +103,7 @@ void SlicePublisher::Run() {
   uint64_t seen = state_.Generation() - 1;
   while (!thread_.stopping()) {
     if (!node_done) {
-      kube::MetadataPatch patch = dp::NodeMetadata(state_.Cards(), config_, version_, 0);
+      kube::MetadataPatch patch = node::NodeMetadata(state_.Cards(), config_, version_, 0);
       const ResourceNames names = config_.Names();
       patch.annotations[names.gpu_dra_inventory] = patch.annotations[names.gpu_inventory];
       patch.annotations[names.gpu_inventory] = std::nullopt;

@@ -28,8 +28,8 @@
 #include "common/config.h"
 #include "common/kube/client.h"
 #include "common/kube/informer.h"
-#include "deviceplugin/device_state.h"
 #include "dra/devices.h"
+#include "node/device_state.h"
 
 namespace mgpu::dra {
 
@@ -38,7 +38,7 @@ class SlicePublisher {
   // `cards` as discovered; `state` holds their health. `client` and `state` must outlive Stop().
   // `instance`: the id of this instance of a rolling update (plugin.h), empty for the one instance.
   SlicePublisher(const Config& config, std::string node, std::vector<NodeCard> cards, kube::Client& client,
-                 const dp::DeviceState& state, std::string version, std::string instance = "");
+                 const node::DeviceState& state, std::string version, std::string instance = "");
   ~SlicePublisher();
   SlicePublisher(const SlicePublisher&) = delete;
   SlicePublisher& operator=(const SlicePublisher&) = delete;
@@ -64,7 +64,7 @@ class SlicePublisher {
   const std::string node_;
   const std::vector<NodeCard> cards_;
   kube::Client& client_;
-  const dp::DeviceState& state_;
+  const node::DeviceState& state_;
   const std::string version_;
   const std::string publisher_;  // "<start time, ns since the epoch, 20 digits>/<instance id>"
   std::unique_ptr<kube::Informer> informer_;

@@ -58,7 +58,7 @@ class PublisherTest : public ::testing::Test {
 
   testing::FakeApiServer api_;
   Config config_;
-  dp::DeviceState state_;
+  node::DeviceState state_;
   std::vector<NodeCard> cards_;
   std::unique_ptr<kube::Client> client_;
 };

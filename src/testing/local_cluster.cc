@@ -9,8 +9,8 @@
 #include "common/codec.h"
 #include "common/request.h"
 #include "deviceplugin/daemon.h"
-#include "deviceplugin/static_backend.h"
 #include "extender/daemon.h"
+#include "node/static_backend.h"
 #include "testing/test_env.h"
 #include "testing/workloads.h"
 
@@ -148,7 +148,7 @@ Status LocalCluster::Start() {
 
 Status LocalCluster::StartPlugin(NodeParts& node) {
   node.plugin = std::make_unique<dp::Daemon>(node.config, node.spec.name,
-                                             std::make_unique<dp::StaticBackend>(node.spec.cards));
+                                             std::make_unique<node::StaticBackend>(node.spec.cards));
   kube::ClusterConfig cluster;
   cluster.server = api_.url();
   if (Status s = node.plugin->Start(cluster); !s.ok())

@@ -2,7 +2,7 @@
 // kube-scheduler (scripts/cluster.sh --api-nodes). Each node is what a kubelet and mgpu's device plugin would
 // make of a GPU machine: a Node with cpu, memory, pods and the three mgpu resources in its capacity and
 // allocatable (the plugin's device counts), the Ready condition, the plugin's D/gpu-inventory annotation and
-// gpu.* labels (the plugin's own NodeMetadata), and the label mgpu.io/api-only=true. Its Lease in
+// gpu.* labels (the node daemon's own NodeMetadata), and the label mgpu.io/api-only=true. Its Lease in
 // kube-node-lease is renewed every --lease-renew-s (the nodes' renewals spread over that period), as a
 // kubelet does, so the node lifecycle controller keeps it Ready. With --confirm-after-ms, it also writes,
 // that long after it sees a pod bound to one of its nodes with a D/gpu-assignment, the assignment as
@@ -42,7 +42,7 @@
 #include "common/kube/informer.h"
 #include "common/kube/kubeconfig.h"
 #include "deviceplugin/devices.h"
-#include "deviceplugin/node_publisher.h"
+#include "node/node_metadata.h"
 
 namespace mgpu {
 namespace {
@@ -128,7 +128,7 @@ Json NodeObject(const NodeSpec& spec, const Config& config) {
   const std::string& name = spec.name;
   const std::vector<Card> cards = CardsOf(spec);
   const kube::MetadataPatch metadata =
-      dp::NodeMetadata(cards, config, MGPU_VERSION, UnixNowNs() / 1'000'000'000);
+      node::NodeMetadata(cards, config, MGPU_VERSION, UnixNowNs() / 1'000'000'000);
   Json labels = {
       {"kubernetes.io/hostname", name}, {"kubernetes.io/os", "linux"}, {"mgpu.io/api-only", "true"}};
   for (const auto& [key, value] : metadata.labels)

@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
             DecodeInventory(annotations ? annotations->value(config->Names().gpu_inventory, "") : "");
         Status s = Status::Ok();
         if (inventory.ok()) {
-          std::vector<dp::GpuInfo> gpus;
+          std::vector<node::GpuInfo> gpus;
           for (const Card& c : inventory->cards) gpus.push_back({c, -1, ""});
           s = dra::PublishOnce(**client, name, dra::NodeCardsOf(gpus, *config), *config);
         } else {

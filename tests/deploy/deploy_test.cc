@@ -25,8 +25,8 @@
 #include "common/manifest.h"
 #include "common/yaml_json.h"
 #include "deviceplugin/devices.h"
-#include "deviceplugin/static_backend.h"
 #include "extender/daemon.h"
+#include "node/static_backend.h"
 #include "support/test_certs.h"
 #include "testing/fake_apiserver.h"
 #include "testing/test_env.h"
@@ -104,7 +104,7 @@ class Deploy : public ::testing::Test {
       if (first.is_object() && first.contains("apiVersion")) {
         for (const json& doc : *docs) objects_.push_back({Relative(path), doc});
       } else if (first.is_object() && first.contains("cards")) {
-        Result<std::vector<Card>> cards = dp::StaticBackend::ParseCards(text, Relative(path));
+        Result<std::vector<Card>> cards = node::StaticBackend::ParseCards(text, Relative(path));
         EXPECT_TRUE(cards.ok()) << Relative(path) << " (a static inventory): " << cards.message();
         ++inventories_;
       } else if (first.is_array()) {
@@ -630,8 +630,8 @@ TEST_F(Deploy, StaticTestNodeOverlayIsTheBaseWithStaticCardsOnTheNodesNetwork) {
   const fs::path file = config->device_plugin.static_inventory_file;
   ASSERT_TRUE(inventory->at("data").contains(file.filename().string())) << file;
   EXPECT_TRUE(
-      dp::StaticBackend::ParseCards(inventory->at("data").at(file.filename().string()).get<std::string>(),
-                                    "mgpu-static-inventory")
+      node::StaticBackend::ParseCards(inventory->at("data").at(file.filename().string()).get<std::string>(),
+                                      "mgpu-static-inventory")
           .ok());
 
   const json* plugin = RenderedObject(overlay, "DaemonSet", "mgpu-device-plugin");

@@ -14,11 +14,11 @@
 
 #include "common/test_objects.h"
 #include "deviceplugin/api_calls.h"
-#include "deviceplugin/static_backend.h"
 #include "dra/api_calls.h"
 #include "dra/daemon.h"
 #include "extender/api_calls.h"
 #include "extender/daemon.h"
+#include "node/static_backend.h"
 #include "testing/fake_apiserver.h"
 #include "testing/test_env.h"
 
@@ -185,8 +185,8 @@ TEST(LeastPrivilege, TheDraDriverMakesExactlyTheCallsItLists) {
   config.dra.cdi_directory = dir.path() + "/cdi";
   config.dra.state_directory = dir.path() + "/state";
   auto owned =
-      std::make_unique<dp::StaticBackend>(std::vector<Card>{{0, "GPU-a", "NVIDIA A10", 24576, true}});
-  dp::StaticBackend* backend = owned.get();
+      std::make_unique<node::StaticBackend>(std::vector<Card>{{0, "GPU-a", "NVIDIA A10", 24576, true}});
+  node::StaticBackend* backend = owned.get();
   dra::Daemon daemon(config, "n1", std::move(owned));
   kube::ClusterConfig cluster;
   cluster.server = api.url();

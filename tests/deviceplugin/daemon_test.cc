@@ -12,7 +12,7 @@
 
 #include "common/codec.h"
 #include "deviceplugin/node_pods.h"
-#include "deviceplugin/static_backend.h"
+#include "node/static_backend.h"
 #include "testing/fake_apiserver.h"
 #include "testing/fake_kubelet.h"
 #include "testing/test_env.h"
@@ -88,7 +88,7 @@ struct Node {
   ::testing::AssertionResult StartDaemon() {
     daemon.reset();
     const size_t registered = kubelet->Registrations().size();
-    auto owned = std::make_unique<StaticBackend>(TwoCards());
+    auto owned = std::make_unique<node::StaticBackend>(TwoCards());
     backend = owned.get();
     daemon = std::make_unique<Daemon>(config, name, std::move(owned));
     kube::ClusterConfig cluster;
@@ -111,7 +111,7 @@ struct Node {
   TempDir dir;
   Config config;
   std::unique_ptr<test::FakeKubelet> kubelet;
-  StaticBackend* backend = nullptr;  // owned by the daemon
+  node::StaticBackend* backend = nullptr;  // owned by the daemon
   std::unique_ptr<Daemon> daemon;
 };
 
@@ -548,7 +548,7 @@ TEST_F(DaemonTest, StartFailsWithAClearErrorAndStopIsIdempotent) {
   std::vector<Card> big;
   for (int i = 0; i < 8; ++i)
     big.push_back(Card{i, "GPU-big-" + std::to_string(i), "NVIDIA A100-SXM4-80GB", 81920, true});
-  Daemon refused(config_, kNode, std::make_unique<StaticBackend>(big));
+  Daemon refused(config_, kNode, std::make_unique<node::StaticBackend>(big));
   kube::ClusterConfig cluster;
   cluster.server = api_.url();
   Status s = refused.Start(cluster);
@@ -557,7 +557,7 @@ TEST_F(DaemonTest, StartFailsWithAClearErrorAndStopIsIdempotent) {
   refused.Stop();
   refused.Stop();
 
-  Daemon nameless(config_, "", std::make_unique<StaticBackend>(TwoCards()));
+  Daemon nameless(config_, "", std::make_unique<node::StaticBackend>(TwoCards()));
   EXPECT_FALSE(nameless.Start(cluster).ok());
 }
 

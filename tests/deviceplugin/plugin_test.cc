@@ -7,10 +7,10 @@
 #include <random>
 
 #include "deviceplugin/device_list.h"
-#include "deviceplugin/health.h"
 #include "deviceplugin/plugin.h"
 #include "deviceplugin/pod_resources.h"
-#include "deviceplugin/static_backend.h"
+#include "node/health.h"
+#include "node/static_backend.h"
 #include "testing/fake_kubelet.h"
 
 namespace mgpu::dp {
@@ -48,10 +48,10 @@ class PluginTest : public ::testing::Test {
 
   // Plugin over `cards`; `pods` as the API-server side would feed it.
   Status StartPlugin(std::vector<Card> cards = TwoCards(), PendingPods* pods = nullptr) {
-    backend_ = std::make_unique<StaticBackend>(cards);
-    state_ = std::make_unique<DeviceState>(cards);
+    backend_ = std::make_unique<node::StaticBackend>(cards);
+    state_ = std::make_unique<node::DeviceState>(cards);
     plugin_ = std::make_unique<DevicePlugin>(config_, *state_, hand_off_, pods);
-    health_ = std::make_unique<HealthWatcher>(*backend_, *state_);
+    health_ = std::make_unique<node::HealthWatcher>(*backend_, *state_);
     health_->Start();
     return plugin_->Start();
   }
@@ -70,11 +70,11 @@ class PluginTest : public ::testing::Test {
   std::filesystem::path root_;
   Config config_;
   std::unique_ptr<test::FakeKubelet> kubelet_;
-  std::unique_ptr<StaticBackend> backend_;
-  std::unique_ptr<DeviceState> state_;
+  std::unique_ptr<node::StaticBackend> backend_;
+  std::unique_ptr<node::DeviceState> state_;
   HandOff hand_off_;
   std::unique_ptr<DevicePlugin> plugin_;
-  std::unique_ptr<HealthWatcher> health_;
+  std::unique_ptr<node::HealthWatcher> health_;
 };
 
 TEST_F(PluginTest, ServesThenRegistersEveryResource) {

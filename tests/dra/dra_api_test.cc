@@ -23,12 +23,12 @@
 #include "common/file.h"
 #include "common/request.h"
 #include "common/yaml_json.h"
-#include "deviceplugin/device_state.h"
 #include "dra/devices.h"
 #include "dra/publisher.h"
 #include "dra/real_cluster.h"
 #include "dra/slices.h"
 #include "extender/dra_admission.h"
+#include "node/device_state.h"
 
 namespace mgpu::testing::dra {
 namespace {
@@ -100,7 +100,7 @@ class DraApi : public ::testing::Test {
       auto inventory =
           DecodeInventory(n["metadata"]["annotations"].value(Config().Names().gpu_inventory, ""));
       if (!inventory.ok()) return name + ": " + inventory.message();
-      std::vector<dp::GpuInfo> gpus;
+      std::vector<node::GpuInfo> gpus;
       for (const Card& c : inventory->cards) gpus.push_back({c, -1, ""});
       cards_[name] = mgpu::dra::NodeCardsOf(gpus, Config());
     }
@@ -331,7 +331,7 @@ TEST_F(DraApi, SlicesAreStoredAsPublishedAndPublishedAgainAfterADeletion) {
   std::vector<NodeCard> cards;
   for (const Card& c : wide)
     cards.push_back({c, 81559, "0000:" + std::to_string(10 + c.index) + ":00.0", {}});
-  dp::DeviceState state(wide);
+  node::DeviceState state(wide);
   mgpu::dra::SlicePublisher publisher(Config(), "dra-wide", cards, Api(), state, "test");
   publisher.Start();
   ASSERT_TRUE(Poll([&] { return publisher.UpToDate(); }, kWait));

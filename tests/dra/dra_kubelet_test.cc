@@ -119,7 +119,7 @@ class DraKubelet : public ::testing::Test {
   static std::unique_ptr<Background> StartDaemon(const std::string& id) {
     const std::string state = cluster_->state();
     return std::make_unique<Background>(
-        std::vector<std::string>{kBuild + "/src/deviceplugin/mgpu-device-plugin", "--config",
+        std::vector<std::string>{kBuild + "/src/node/mgpu-device-plugin", "--config",
                                  state + "/dra-daemon.yaml", "--kubeconfig", state + "/kubeconfig",
                                  "--node-name", "localhost", "--instance-id", id, "--ready-file",
                                  ReadyFile(id)},

@@ -1,12 +1,12 @@
-#include "deviceplugin/gpu_backend.h"
+#include "node/gpu_backend.h"
 
 #include <gtest/gtest.h>
 
-#include "deviceplugin/make_backend.h"
-#include "deviceplugin/nvml_backend.h"
-#include "deviceplugin/static_backend.h"
+#include "node/make_backend.h"
+#include "node/nvml_backend.h"
+#include "node/static_backend.h"
 
-namespace mgpu::dp {
+namespace mgpu::node {
 namespace {
 
 TEST(Xid, ApplicationCausedXidsAreNotCritical) {
@@ -70,4 +70,4 @@ TEST(MakeBackend, StaticNeedsAReadableFile) {
 }
 
 }  // namespace
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

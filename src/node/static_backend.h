@@ -9,9 +9,9 @@
 #include <mutex>
 #include <string_view>
 
-#include "deviceplugin/gpu_backend.h"
+#include "node/gpu_backend.h"
 
-namespace mgpu::dp {
+namespace mgpu::node {
 
 class StaticBackend : public GpuBackend {
  public:
@@ -34,4 +34,4 @@ class StaticBackend : public GpuBackend {
   std::deque<HealthEvent> events_;
 };
 
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

@@ -1,4 +1,4 @@
-#include "deviceplugin/isolation_setup.h"
+#include "node/isolation_setup.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -6,12 +6,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
-#include "deviceplugin/metrics.h"
 #include "guard/state.h"
 
-namespace mgpu::dp {
+namespace mgpu::node {
 namespace {
 
 namespace fs = std::filesystem;
@@ -40,6 +40,13 @@ class IsolationSetup : public ::testing::Test {
     s << in.rdbuf();
     return s.str();
   }
+  // The guard state of card `uuid`, as the guard reads it; nullopt when it is not a valid state.
+  std::optional<guard::CardSnapshot> StateOf(const std::string& uuid) const {
+    guard::CardSnapshot state;
+    std::string error;
+    if (!guard::ReadCardState(iso_.guard_state_directory, uuid, state, error)) return std::nullopt;
+    return state;
+  }
 
   std::string dir_;
   IsolationConfig iso_;
@@ -58,11 +65,10 @@ TEST_F(IsolationSetup, MgpuInstallsTheGuardItsPreloadAndEachCardsState) {
     ASSERT_EQ(stat((dir + "/state").c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 0777, 0666u);
   }
-  const auto states = ReadGuardStates(iso_.guard_state_directory, cards_);
-  ASSERT_EQ(states.size(), 2u);
-  EXPECT_TRUE(states[0].readable);
-  EXPECT_TRUE(states[1].readable);
-  EXPECT_TRUE(states[0].state.containers.empty());
+  const auto state = StateOf("GPU-a");
+  ASSERT_TRUE(state.has_value());
+  EXPECT_TRUE(StateOf("GPU-b").has_value());
+  EXPECT_TRUE(state->containers.empty());
 
   // A new image's library replaces the old one; a second start changes nothing else.
   Write(iso_.guard_library_source, "guard v2");
@@ -73,9 +79,9 @@ TEST_F(IsolationSetup, MgpuInstallsTheGuardItsPreloadAndEachCardsState) {
 TEST_F(IsolationSetup, ACorruptStateNoOneUsesIsStartedAfresh) {
   fs::create_directories(iso_.guard_state_directory + "/GPU-a");
   Write(guard::StatePath(iso_.guard_state_directory, "GPU-a"), "not a state");
-  EXPECT_FALSE(ReadGuardStates(iso_.guard_state_directory, {cards_[0]})[0].readable);
+  EXPECT_FALSE(StateOf("GPU-a").has_value());
   ASSERT_TRUE(PrepareIsolation(iso_, cards_).ok());
-  EXPECT_TRUE(ReadGuardStates(iso_.guard_state_directory, {cards_[0]})[0].readable);
+  EXPECT_TRUE(StateOf("GPU-a").has_value());
 }
 
 TEST_F(IsolationSetup, AMissingLibraryStopsThePluginWithOneSentence) {
@@ -103,4 +109,4 @@ TEST_F(IsolationSetup, HamiCoreGetsItsPreloadAndNoneNothing) {
 }
 
 }  // namespace
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

@@ -1,6 +1,6 @@
-// What a container is handed for one resource's Allocate (DESIGN §6): environment and mounts derived only
-// from the allocation (cards and per-card amount) and node config, plus, with the mgpu backend, a fresh
-// random container token (below). No I/O.
+// What a container is handed for one resource's Allocate (DESIGN §6), and in the DRA mode for a claim (its
+// CDI spec, docs/dra.md §5): environment and mounts derived only from the allocation (cards and per-card
+// amount) and node config, plus, with the mgpu backend, a fresh random container token (below). No I/O.
 //
 // The kubelet calls Allocate once per resource and merges the responses (the first value of a variable wins,
 // conflicts are only logged), so each resource sets only what its own IDs determine, and the variables two
@@ -23,14 +23,23 @@
 // needs the pod's own policy reads the pod's D/gpu-allocated annotation, else its D/gpu-assignment.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "common/config.h"
-#include "deviceplugin/allocation.h"
+#include "common/model.h"
 
-namespace mgpu::dp {
+namespace mgpu::node {
+
+// One container's allocation of one resource: what the device plugin reads from the IDs of an Allocate call
+// (deviceplugin/devices.h), and each half of BuildContainerEnvironment's input.
+struct ResourceAllocation {
+  Resource resource = Resource::kCore;
+  std::vector<Card> cards;  // by card index
+  int64_t per_card = 0;     // percent (cores) or MiB (memory) on each card
+};
 
 struct ContainerMount {
   std::string container_path;
@@ -64,4 +73,4 @@ ContainerEnvironment BuildContainerEnvironment(const std::vector<Card>& cards, R
 std::string PreloadHostPath(const std::string& library_path);
 std::string PreloadContent(const std::string& library_path);
 
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

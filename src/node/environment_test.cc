@@ -1,8 +1,8 @@
-#include "deviceplugin/environment.h"
+#include "node/environment.h"
 
 #include <gtest/gtest.h>
 
-namespace mgpu::dp {
+namespace mgpu::node {
 namespace {
 
 ResourceAllocation TwoCards(Resource resource, int64_t per_card) {
@@ -106,4 +106,4 @@ TEST(Environment, ResponsesOfOneContainerNeverContradictEachOther) {
 }
 
 }  // namespace
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

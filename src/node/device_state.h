@@ -1,6 +1,6 @@
-// The node's cards and their health, shared by the three resource servers, the health watcher and metrics.
-// One mutex; readers take snapshots. Every health change bumps a generation that ListAndWatch streams wait
-// on. (What the servers handed the kubelet is hand_off.h's.)
+// The node's cards and their health, shared by either mode's kubelet servers, the health watcher, the
+// publishers and metrics. One mutex; readers take snapshots. Every health change bumps a generation that the
+// kubelet streams (ListAndWatch, NodeWatchResources) and the publishers wait on.
 #pragma once
 
 #include <chrono>
@@ -13,9 +13,8 @@
 #include <vector>
 
 #include "common/model.h"
-#include "deviceplugin/devices.h"
 
-namespace mgpu::dp {
+namespace mgpu::node {
 
 class DeviceState {
  public:
@@ -40,4 +39,4 @@ class DeviceState {
   uint64_t generation_ = 0;
 };
 
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

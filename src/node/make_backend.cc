@@ -1,9 +1,9 @@
-#include "deviceplugin/make_backend.h"
+#include "node/make_backend.h"
 
-#include "deviceplugin/nvml_backend.h"
-#include "deviceplugin/static_backend.h"
+#include "node/nvml_backend.h"
+#include "node/static_backend.h"
 
-namespace mgpu::dp {
+namespace mgpu::node {
 
 Result<std::unique_ptr<GpuBackend>> MakeBackend(const DevicePluginConfig& config) {
   if (config.gpu_backend == "static") {
@@ -16,4 +16,4 @@ Result<std::unique_ptr<GpuBackend>> MakeBackend(const DevicePluginConfig& config
   return std::unique_ptr<GpuBackend>(std::move(*b));
 }
 
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

@@ -1,6 +1,6 @@
-#include "deviceplugin/gpu_backend.h"
+#include "node/gpu_backend.h"
 
-namespace mgpu::dp {
+namespace mgpu::node {
 
 bool IsCriticalXid(uint64_t xid) {
   switch (xid) {
@@ -16,4 +16,4 @@ bool IsCriticalXid(uint64_t xid) {
   }
 }
 
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

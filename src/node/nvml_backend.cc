@@ -1,8 +1,8 @@
-#include "deviceplugin/nvml_backend.h"
+#include "node/nvml_backend.h"
 
 #include <dlfcn.h>
 
-namespace mgpu::dp {
+namespace mgpu::node {
 namespace {
 
 // The few NVML declarations used (NVML's C ABI, stable across driver releases).
@@ -191,4 +191,4 @@ Result<std::optional<HealthEvent>> NvmlBackend::WaitHealthEvent(std::chrono::mil
   return std::optional<HealthEvent>(std::move(e));
 }
 
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

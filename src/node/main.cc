@@ -2,10 +2,12 @@
 // reclaimed-mgpu-core, hands containers their cards and isolation environment, and publishes the node's
 // inventory and the pods' real allocations to the API server. Reads flags and starts a dp::Daemon; with
 // --mode dra (or devicePlugin.mode: dra) it is the node's DRA driver instead and starts a dra::Daemon
-// (docs/dra.md). Either way it first locks <isolation.guardStateDirectory>/.node-daemon.lock, so that one
-// node never serves its cards both ways: alone, except for DRA instances with an --instance-id (the pod's
-// UID, for a rolling update with maxSurge), which hold it together. --ready-file: a file that exists while
-// the kubelet has the DRA instance's registration (the DaemonSet's readiness probe).
+// (docs/dra.md). The one place that knows both modes: src/node holds what they share, src/deviceplugin and
+// src/dra each hold one kubelet API and include neither the other nor this. Either way it first locks
+// <isolation.guardStateDirectory>/.node-daemon.lock, so that one node never serves its cards both ways:
+// alone, except for DRA instances with an --instance-id (the pod's UID, for a rolling update with maxSurge),
+// which hold it together. --ready-file: a file that exists while the kubelet has the DRA instance's
+// registration (the DaemonSet's readiness probe).
 //   mgpu-device-plugin [--config FILE] [--kubeconfig FILE] [--node-name NAME] [--mode device-plugin|dra]
 //                      [--instance-id ID] [--ready-file FILE] [--list-gpus] [--version]
 #include <spdlog/spdlog.h>
@@ -22,8 +24,8 @@
 #include "common/daemon.h"
 #include "common/kube/kubeconfig.h"
 #include "deviceplugin/daemon.h"
-#include "deviceplugin/make_backend.h"
 #include "dra/daemon.h"
+#include "node/make_backend.h"
 
 int main(int argc, char** argv) {
   using namespace mgpu;
@@ -56,7 +58,7 @@ int main(int argc, char** argv) {
   std::string node = flags["node-name"].empty() ? config->device_plugin.node_name : flags["node-name"];
   if (node.empty() && std::getenv("NODE_NAME")) node = std::getenv("NODE_NAME");
 
-  auto backend = dp::MakeBackend(config->device_plugin);
+  auto backend = node::MakeBackend(config->device_plugin);
   if (!backend.ok()) {
     std::cerr << "mgpu-device-plugin: " << backend.message() << '\n';
     return kExitNoGpuBackend;

@@ -1,6 +1,6 @@
-#include "deviceplugin/device_state.h"
+#include "node/device_state.h"
 
-namespace mgpu::dp {
+namespace mgpu::node {
 
 DeviceState::DeviceState(std::vector<Card> cards) : cards_(std::move(cards)) {}
 
@@ -43,4 +43,4 @@ void DeviceState::Wake() const {
   changed_.notify_all();
 }
 
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

@@ -1,6 +1,6 @@
-// The hardware side of the plugin: finding the node's cards and hearing when one goes bad. NvmlBackend talks
-// to the driver; StaticBackend reads cards from YAML (tests, demos, clusters without NVML); make_backend.h
-// picks one by config. Nothing above this interface knows which one runs.
+// The hardware side of the node daemon, in either mode: finding the node's cards and hearing when one goes
+// bad. NvmlBackend talks to the driver; StaticBackend reads cards from YAML (tests, demos, clusters without
+// NVML); make_backend.h picks one by config. Nothing above this interface knows which one runs.
 #pragma once
 
 #include <chrono>
@@ -14,7 +14,7 @@
 #include "common/model.h"
 #include "common/result.h"
 
-namespace mgpu::dp {
+namespace mgpu::node {
 
 struct GpuInfo {
   Card card;
@@ -40,4 +40,4 @@ class GpuBackend {
 // NVML XIDs that mark a card unhealthy: all but the application-caused 13, 31, 43, 45, 68, 109 (DESIGN §7).
 bool IsCriticalXid(uint64_t xid);
 
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

@@ -1,8 +1,8 @@
-#include "deviceplugin/health.h"
+#include "node/health.h"
 
 #include <spdlog/spdlog.h>
 
-namespace mgpu::dp {
+namespace mgpu::node {
 
 namespace {
 constexpr auto kWait = std::chrono::milliseconds(500);
@@ -38,4 +38,4 @@ void HealthWatcher::Run() {
   }
 }
 
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

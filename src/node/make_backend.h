@@ -6,11 +6,11 @@
 
 #include "common/config.h"
 #include "common/result.h"
-#include "deviceplugin/gpu_backend.h"
+#include "node/gpu_backend.h"
 
-namespace mgpu::dp {
+namespace mgpu::node {
 
 // The backend devicePlugin.gpuBackend names: static (the cards of devicePlugin.staticInventoryFile) or nvml.
 Result<std::unique_ptr<GpuBackend>> MakeBackend(const DevicePluginConfig& config);
 
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

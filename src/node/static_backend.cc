@@ -1,10 +1,10 @@
-#include "deviceplugin/static_backend.h"
+#include "node/static_backend.h"
 
 #include "common/codec.h"
 #include "common/file.h"
 #include "common/yaml_json.h"
 
-namespace mgpu::dp {
+namespace mgpu::node {
 
 StaticBackend::StaticBackend(std::vector<Card> cards) : cards_(std::move(cards)) {}
 
@@ -65,4 +65,4 @@ void StaticBackend::SetHealthy(const std::string& uuid, bool healthy, std::strin
   changed_.notify_all();
 }
 
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

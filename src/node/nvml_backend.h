@@ -5,9 +5,9 @@
 #include <deque>
 #include <map>
 
-#include "deviceplugin/gpu_backend.h"
+#include "node/gpu_backend.h"
 
-namespace mgpu::dp {
+namespace mgpu::node {
 
 class NvmlBackend : public GpuBackend {
  public:
@@ -34,4 +34,4 @@ class NvmlBackend : public GpuBackend {
   std::deque<HealthEvent> pending_;              // found while registering for events
 };
 
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

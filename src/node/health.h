@@ -2,10 +2,10 @@
 #pragma once
 
 #include "common/background.h"
-#include "deviceplugin/device_state.h"
-#include "deviceplugin/gpu_backend.h"
+#include "node/device_state.h"
+#include "node/gpu_backend.h"
 
-namespace mgpu::dp {
+namespace mgpu::node {
 
 class HealthWatcher {
  public:
@@ -23,4 +23,4 @@ class HealthWatcher {
   BackgroundThread thread_;
 };
 
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

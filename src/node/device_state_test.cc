@@ -1,11 +1,11 @@
-#include "deviceplugin/device_state.h"
+#include "node/device_state.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <thread>
 
-namespace mgpu::dp {
+namespace mgpu::node {
 namespace {
 
 using namespace std::chrono_literals;
@@ -66,4 +66,4 @@ TEST(DeviceStateTest, WakeEndsAWaitWhoseStopHolds) {
 }
 
 }  // namespace
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

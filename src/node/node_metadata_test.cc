@@ -1,10 +1,10 @@
-#include "deviceplugin/node_publisher.h"
+#include "node/node_metadata.h"
 
 #include <gtest/gtest.h>
 
 #include "common/codec.h"
 
-namespace mgpu::dp {
+namespace mgpu::node {
 namespace {
 
 TEST(LabelValue, KeepsWhatALabelValueMayHold) {
@@ -51,4 +51,4 @@ TEST(NodeMetadata, InventoryAnnotationAndLabels) {
 }
 
 }  // namespace
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

@@ -1,4 +1,4 @@
-#include "deviceplugin/isolation_setup.h"
+#include "node/isolation_setup.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,10 +12,10 @@
 #include <optional>
 
 #include "common/file.h"
-#include "deviceplugin/environment.h"
 #include "guard/state.h"
+#include "node/environment.h"
 
-namespace mgpu::dp {
+namespace mgpu::node {
 namespace {
 
 namespace fs = std::filesystem;
@@ -125,4 +125,4 @@ Status PrepareIsolation(const IsolationConfig& isolation, const std::vector<Card
   return Status::Ok();
 }
 
-}  // namespace mgpu::dp
+}  // namespace mgpu::node

@@ -1,11 +1,11 @@
-#include "deviceplugin/environment.h"
+#include "node/environment.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <random>
 
-namespace mgpu::dp {
+namespace mgpu::node {
 namespace {
 
 std::string NewContainerToken() {
@@ -112,4 +112,4 @@ ContainerEnvironment BuildContainerEnvironment(const std::vector<Card>& cards, R
   return merged;
 }
 
-}  // namespace mgpu::dp
+}  // namespace mgpu::node
