@@ -280,7 +280,7 @@ profile_phase() {  # phase name
 cp "$state/scheduler-config.yaml" "$state/scheduler-config.mgpu.yaml"
 awk '/^extenders:/ {skip = 1; next} /^[^ #-]/ {skip = 0} !skip' "$state/scheduler-config.mgpu.yaml" \
   >"$state/scheduler-config.default.yaml"
-! grep -q 'urlPrefix' "$state/scheduler-config.default.yaml" ||
+! grep -q '^ *- urlPrefix' "$state/scheduler-config.default.yaml" ||
   die "the scheduler configuration still names an extender once its extenders: list is taken out."
 
 run_phase() {  # name, mgpu pods, plain pods[, default: kube-scheduler without mgpu's extenders]
