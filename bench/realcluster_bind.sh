@@ -100,15 +100,17 @@ if [ -n "$profile" ]; then
 fi
 extender_pid=""
 trap 'kill $extender_pid 2>/dev/null || true; cluster down >/dev/null 2>&1 || true' EXIT
-cluster up --no-kubelet --api-nodes "$nodes" --api-node-cards 8x81920,2x24576,4x16384 \
-  --confirm-after-ms "$delay_ms" --scheduler-config "$scheduler_config" "${qps_flag[@]}" "${profiling_flag[@]}" >&2
+# The extender as its pod runs (bench/realcluster_extender.sh), and its config for the nodes' stand-ins.
+# shellcheck source=realcluster_extender.sh
+source "$repo/bench/realcluster_extender.sh"
+daemons_config "$repo" >"$state/daemons-config.yaml"
+cluster up --no-kubelet --api-node-config "$state/daemons-config.yaml" --api-nodes "$nodes" \
+  --api-node-cards 8x81920,2x24576,4x16384 --confirm-after-ms "$delay_ms" --scheduler-config "$scheduler_config" "${qps_flag[@]}" "${profiling_flag[@]}" >&2
 # shellcheck source=/dev/null
 source "$state/env"
 kubectl() { "$MGPU_K8S_BIN/kubectl" "$@"; }
 
 # The extender as its pod runs (bench/realcluster_extender.sh).
-# shellcheck source=realcluster_extender.sh
-source "$repo/bench/realcluster_extender.sh"
 start_extender "$repo" "$build" "$state"
 extender_started=$(date +%s.%N)
 
@@ -232,13 +234,17 @@ echo "extender memory with $nodes nodes and no pods: $(extender_memory), $(api_c
 empty_threads=$(threads_of "$extender_pid")
 empty_connections=$(api_connections)
 
+# 4 GiB of mgpu-memory in the daemons' memoryUnitMiB devices, as the /mutate-memory webhook (not run here)
+# would have rewritten the pods' 4096 MiB.
+memory_unit=$(awk '/^ *memoryUnitMiB:/ {print $2}' "$state/daemons-config.yaml")
+memory_unit=${memory_unit:-1}
 pods_json() {  # mgpu count, plain count
   echo '{"apiVersion":"v1","kind":"List","items":['
   local i first=1
   for ((i = 0; i < $1 + $2; i++)); do
     local limits='' name=plain-$i
     if [ $i -lt "$1" ]; then
-      limits='"limits":{"mgpu.io/mgpu-core":"20","mgpu.io/mgpu-memory":"4096"},'
+      limits="\"limits\":{\"mgpu.io/mgpu-core\":\"20\",\"mgpu.io/mgpu-memory\":\"$((4096 / memory_unit))\"},"
       name=gpu-$i
     fi
     [ $first = 1 ] || echo ,

@@ -8,11 +8,17 @@
 #   start_extender REPO BUILD STATE   sets extender_pid and extender_url; returns once it is ready
 #   stop_extender                     ends it (by its pid) and waits for it
 # Needs the caller's die() and kubectl().
+# The daemons' config.yaml as deploy/base's ConfigMap holds it, to standard output: the extender's, and the one
+# the API-only nodes publish their inventory under (cluster.sh --api-node-config), so both count mgpu-memory
+# in the same memoryUnitMiB.
+daemons_config() {
+  awk '/^  config.yaml: \|/ {on = 1; next} on && /^    / {print substr($0, 5); next} on && !/^ *$/ {exit}
+       on {print ""}' "$1/deploy/base/config.yaml"
+}
 start_extender() {
   local repo=$1 build=$2 state=$3
   kubectl get namespace mgpu-system >/dev/null 2>&1 || kubectl create namespace mgpu-system >/dev/null
-  awk '/^  config.yaml: \|/ {on = 1; next} on && /^    / {print substr($0, 5); next} on && !/^ *$/ {exit}
-       on {print ""}' "$repo/deploy/base/config.yaml" |
+  daemons_config "$repo" |
     sed -e "s|listenAddress: 0.0.0.0:12345|listenAddress: 127.0.0.1:$MGPU_CLUSTER_EXTENDER_PORT|" \
       -e "s|tlsCertFile: /etc/mgpu-tls/tls.crt|tlsCertFile: $state/extender-tls/tls.crt|" \
       -e "s|tlsKeyFile: /etc/mgpu-tls/tls.key|tlsKeyFile: $state/extender-tls/tls.key|" >"$state/extender.yaml"

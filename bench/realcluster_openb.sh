@@ -81,13 +81,15 @@ cluster_gpus=$(awk -F, 'NR > 1 {n += $4} END {print n}' "$state/trace/nodes.csv"
 cluster() { bash "$repo/scripts/cluster.sh" "$1" --state-dir "$state" --port-base "$port_base" "${@:2}"; }
 extender_pid="" watch_pids=""
 trap 'kill $watch_pids 2>/dev/null || true; kill $extender_pid 2>/dev/null || true; cluster down >/dev/null 2>&1 || true' EXIT
-cluster up --no-kubelet --node-grace-period 1h --api-node-list "$state/trace/nodes.csv" --confirm-after-ms 1 \
-  --scheduler-config "$scheduler_config" >&2
+# The extender as its pod runs (bench/realcluster_extender.sh), and its config for the nodes' stand-ins.
+# shellcheck source=realcluster_extender.sh
+source "$repo/bench/realcluster_extender.sh"
+daemons_config "$repo" >"$state/daemons-config.yaml"
+cluster up --no-kubelet --api-node-config "$state/daemons-config.yaml" --node-grace-period 1h \
+  --api-node-list "$state/trace/nodes.csv" --confirm-after-ms 1 --scheduler-config "$scheduler_config" >&2
 # shellcheck source=/dev/null
 source "$state/env"
 kubectl() { "$MGPU_K8S_BIN/kubectl" "$@"; }
-# shellcheck source=realcluster_extender.sh
-source "$repo/bench/realcluster_extender.sh"
 api() { curl -s --cacert "$state/pki/ca.crt" --cert "$state/pki/admin.crt" --key "$state/pki/admin.key" "$@"; }
 pods_url=$MGPU_CLUSTER_APISERVER/api/v1/namespaces/default/pods
 label=mgpu.io/gpu.product  # D/gpu.product with deploy/base's resourceDomain

@@ -9,7 +9,7 @@
 #   scripts/cluster.sh up [--state-dir DIR] [--port-base N] [--no-kubelet] [--api-nodes N]
 #                         [--api-node-cards SPEC] [--api-node-list FILE] [--confirm-after-ms MS]
 #                         [--scheduler-qps N] [--inventory FILE] [--scheduler-config FILE]
-#                         [--node-grace-period DURATION]
+#                         [--node-grace-period DURATION] [--api-node-config FILE]
 #   scripts/cluster.sh deploy [--state-dir DIR]   mgpu as an operator installs it (scripts/cluster-deploy.sh)
 #   scripts/cluster.sh status [--state-dir DIR]   each component, running or not; exit 1 when one is down
 #   scripts/cluster.sh logs [--state-dir DIR] [--lines N]   every component's last lines
@@ -30,6 +30,9 @@
 # (mgpu-api-nodes --node-list; mgpu_trace_replay --export writes the openb trace's cluster so). With
 # --confirm-after-ms it also writes each GPU pod's assignment as gpu-allocated that long after its bind (the
 # device plugin's confirmation before issue 27, which it now writes only where the devices differ).
+# --api-node-config: the daemons' config.yaml the API-only nodes' stand-ins publish their inventory under (its
+# memoryUnitMiB and resourceDomain; default mgpu-api-nodes' built-in config, a unit of 1 MiB): pass the one the
+# extender runs with, or it finds every node's unit different from its own and uses none of them.
 # --node-grace-period: how long the node lifecycle controller waits for a node's Lease before it marks the
 # node NotReady and taints it (its --node-monitor-grace-period and --node-startup-grace-period; default 50s
 # and 1m): on a loaded machine mgpu-api-nodes renews 1,000 leases and more late, and the nodes flap
@@ -74,6 +77,7 @@ with_kubelet=1
 api_nodes=0
 api_node_cards=2x24576
 api_node_list=""
+api_node_config=""
 confirm_after_ms=0
 scheduler_qps=""
 inventory=$repo/deploy/overlays/static-test-node/inventory.yaml
@@ -91,6 +95,7 @@ while [ $# -gt 0 ]; do
     --api-nodes) api_nodes=$2; shift 2 ;;
     --api-node-cards) api_node_cards=$2; shift 2 ;;
     --api-node-list) api_node_list=$2; shift 2 ;;
+    --api-node-config) api_node_config=$2; shift 2 ;;
     --confirm-after-ms) confirm_after_ms=$2; shift 2 ;;
     --scheduler-qps) scheduler_qps=$2; shift 2 ;;
     --inventory) inventory=$2; shift 2 ;;
@@ -515,6 +520,10 @@ EOF
     [ -f "$api_node_list" ] || die "the node list $api_node_list does not exist."
     api_nodes=$(($(grep -c . "$api_node_list") - 1))
     nodes_flags=(--node-list "$(cd "$(dirname "$api_node_list")" && pwd)/$(basename "$api_node_list")")
+  fi
+  if [ -n "$api_node_config" ]; then
+    [ -f "$api_node_config" ] || die "the API-only nodes' config $api_node_config does not exist."
+    nodes_flags+=(--config "$(cd "$(dirname "$api_node_config")" && pwd)/$(basename "$api_node_config")")
   fi
   if [ "$api_nodes" -gt 0 ]; then
     local tool=${MGPU_BUILD_DIR:-$repo/build}/src/tools/mgpu-api-nodes
