@@ -473,7 +473,7 @@ TEST_F(Deploy, SchedulerConfigsMatchWhatTheExtenderServesAndThePluginRegisters) 
       for (mgpu::Resource r : mgpu::kAllResources) both.insert(mgpu::FullName(r, volcengine.Names()));
       both.insert(routing.begin(), routing.end());
       if (!e.contains("managedResources")) {
-        // The extender for every pod (replacement mode as shipped, docs/placement.md): the routing resources,
+        // One entry for every pod (the candidates of docs/placement.md): the routing resources,
         // which no node has, must then be ignored by kube-scheduler's own fit check in every profile.
         ASSERT_TRUE(s.doc.contains("profiles"))
             << "no managedResources and no NodeResourcesFit ignoredResources";
