@@ -130,6 +130,14 @@ Result<KubeSchedulerModel> Parse(const YAML::Node& root) {
     return Error{"the file is no KubeSchedulerConfiguration"};
   if (root["percentageOfNodesToScore"])
     m.percentage_of_nodes_to_score = root["percentageOfNodesToScore"].as<int32_t>();
+  // Each profile's own percentage, else the global one (schedule_one.go, numFeasibleNodesToFind).
+  for (const auto& profile : root["profiles"]) {
+    const std::string name =
+        profile["schedulerName"] ? profile["schedulerName"].as<std::string>() : "default-scheduler";
+    m.profile_percentages[name] = profile["percentageOfNodesToScore"]
+                                      ? profile["percentageOfNodesToScore"].as<int32_t>()
+                                      : m.percentage_of_nodes_to_score;
+  }
   if (const YAML::Node profiles = root["profiles"]; profiles && profiles.size() > 0) {
     const YAML::Node profile = profiles[0];
     if (profile["percentageOfNodesToScore"])
@@ -189,8 +197,18 @@ bool KubeSchedulerModel::ExtenderDecides(const std::vector<std::string>& mgpu_re
 }
 
 int32_t KubeSchedulerModel::NumFeasibleNodesToFind(int32_t num_nodes) const {
+  return NumFeasibleNodesToFind(num_nodes, percentage_of_nodes_to_score);
+}
+
+Result<int32_t> KubeSchedulerModel::PercentageOf(const std::string& profile) const {
+  const auto it = profile_percentages.find(profile);
+  if (it == profile_percentages.end())
+    return Error{"the scheduler configuration has no profile named " + profile};
+  return it->second;
+}
+
+int32_t KubeSchedulerModel::NumFeasibleNodesToFind(int32_t num_nodes, int32_t percentage) {
   if (num_nodes < kMinFeasibleNodesToFind) return num_nodes;
-  int32_t percentage = percentage_of_nodes_to_score;
   if (percentage == 0) percentage = std::max(50 - num_nodes / 125, kMinFeasibleNodesPercentageToFind);
   const int32_t n = num_nodes * percentage / 100;
   return std::max(n, kMinFeasibleNodesToFind);

@@ -54,8 +54,13 @@ class KubeSchedulerModel {
   // default_plugins.go).
   KubeSchedulerModel() = default;
 
-  // 0: adaptive (numFeasibleNodesToFind's default).
+  // 0: adaptive (numFeasibleNodesToFind's default). The first profile's, which the model's scores are.
   int32_t percentage_of_nodes_to_score = 0;
+  // Every profile's percentage by its schedulerName (the global one where the profile sets none).
+  std::map<std::string, int32_t> profile_percentages;
+  // GPU pods' percentage where they go to a profile of their own (the webhook's dra.schedulerName; the
+  // replay's --gpu-profile), else -1: the first profile's.
+  int32_t gpu_pod_percentage = -1;
   ScoringStrategy strategy = ScoringStrategy::kLeastAllocated;
   std::vector<ResourceWeight> fit_resources = {{"cpu", 1}, {"memory", 1}};
   std::vector<ShapePoint> shape;  // RequestedToCapacityRatio only
@@ -74,8 +79,11 @@ class KubeSchedulerModel {
   // (server.cc: it passes every other pod unchanged).
   bool ExtenderDecides(const std::vector<std::string>& mgpu_resources) const;
 
-  // schedule_one.go, numFeasibleNodesToFind: feasible nodes the scheduler stops at among `num_nodes`.
+  // schedule_one.go, numFeasibleNodesToFind: feasible nodes the scheduler stops at among `num_nodes`, for
+  // the first profile, or with a profile's `percentage` (PercentageOf: an error when no profile has the name).
   int32_t NumFeasibleNodesToFind(int32_t num_nodes) const;
+  static int32_t NumFeasibleNodesToFind(int32_t num_nodes, int32_t percentage);
+  Result<int32_t> PercentageOf(const std::string& profile) const;
 
   // The weighted sum of NodeResourcesFit's and NodeResourcesBalancedAllocation's scores of `node` for a pod
   // requesting `pod` (framework.RunScorePlugins: score × weight, summed).
@@ -84,7 +92,7 @@ class KubeSchedulerModel {
   int64_t BalancedScore(const KubeNodeView& node, const KubeAmounts& pod) const;
 };
 
-// Reads a KubeSchedulerConfiguration file: the global and first profile's percentageOfNodesToScore, the first
+// Reads a KubeSchedulerConfiguration file: the global and every profile's percentageOfNodesToScore, the first
 // profile's score plugin weights and NodeResourcesFit / NodeResourcesBalancedAllocation args, the extenders'
 // managedResources and filterVerb. An error names what was wrong.
 Result<KubeSchedulerModel> LoadKubeSchedulerModel(const std::string& path);

@@ -130,6 +130,14 @@ TEST(LoadKubeSchedulerModel, ReadsTheShippedFiles) {
   EXPECT_TRUE(m->ExtenderDecides({"vke.volcengine.com/mgpu-core"}));
   EXPECT_TRUE(m->ExtenderDecides({}));
   EXPECT_EQ(m->NumFeasibleNodesToFind(1213), 497);
+  // The DRA pods' profile: 10 percent of the nodes, at least minFeasibleNodesToFind (100).
+  EXPECT_EQ(m->profile_percentages.at("default-scheduler"), 0);
+  ASSERT_TRUE(m->PercentageOf("mgpu-dra").ok());
+  EXPECT_EQ(*m->PercentageOf("mgpu-dra"), 10);
+  EXPECT_EQ(KubeSchedulerModel::NumFeasibleNodesToFind(1213, 10), 121);
+  EXPECT_EQ(KubeSchedulerModel::NumFeasibleNodesToFind(1000, 10), 100);
+  EXPECT_EQ(KubeSchedulerModel::NumFeasibleNodesToFind(500, 10), 100);
+  EXPECT_FALSE(m->PercentageOf("mgpu-scheduler").ok());
   // The extender for GPU pods only: kube-scheduler's own scores place CPU-only pods.
   m = LoadKubeSchedulerModel(std::string(MGPU_DEPLOY_DIR) + "/extender/candidates/gpu-pods-only.yaml");
   ASSERT_TRUE(m.ok()) << m.message();
@@ -182,12 +190,14 @@ profiles:
                   score: 0
                 - utilization: 100
                   score: 10
+  - schedulerName: gpu-pods
 extenders:
   - urlPrefix: https://x
     filterVerb: choose
 )"));
   ASSERT_TRUE(m.ok()) << m.message();
   EXPECT_EQ(m->percentage_of_nodes_to_score, 100);
+  EXPECT_EQ(*m->PercentageOf("gpu-pods"), 30);  // the global one: the profile sets none
   EXPECT_EQ(m->fit_weight, 5);
   EXPECT_EQ(m->balanced_weight, 0);
   EXPECT_EQ(m->strategy, ScoringStrategy::kRequestedToCapacityRatio);

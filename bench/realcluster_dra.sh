@@ -4,8 +4,10 @@
 # 29 and 42; bench/RESULTS.md section 8): scripts/cluster.sh without a kubelet, 1,000 API-only nodes (8 x 80 GiB,
 # 2 x 24 GiB and 4 x 16 GiB cards in turn, mgpu-api-nodes, confirming the extender's binds --delay-ms later),
 # deploy/dra/'s DeviceClasses and pod webhooks (the extender's /mutate-claims, at 127.0.0.1), and
-# mgpu-scheduler-extender on the host where deploy/'s scheduler configuration calls it. Phases, each with
-# kube-scheduler paused while its pods are created, then resumed until every pod is bound:
+# mgpu-scheduler-extender on the host where deploy/'s scheduler configuration calls it; kube-scheduler's and
+# kube-controller-manager's client QPS --qps. Phases, each with kube-scheduler paused while its pods are
+# created (and, for DRA pods, until kube-controller-manager has made every pod's claim from its template),
+# then resumed until every pod is bound:
 #   plain  --pods pods of 100m CPU
 #   mgpu   --pods pods asking mgpu-core 20 and mgpu-memory 4096 (the extender places them); --mgpu off: none
 #   then one DRA phase per word of --dra, in order, each of --pods pods holding one claim of 20 cores and 4 GiB
@@ -19,6 +21,11 @@
 #     any@N     the six-device layout on N nodes only (labelled bench.mgpu.io/six-N), --small-pods pods held
 #               there by a nodeSelector, at most --small-timeout seconds: the six-device layout in an N-node
 #               cluster, as far as the scheduler's cost goes (the other nodes fail its node affinity first)
+#     profile   the fixed layout's pods in the shipped configuration's DRA profile (spec.schedulerName
+#               mgpu-dra, as the webhooks set it: dra.schedulerName), which samples 10 percent of the nodes
+#     all-nodes the fixed layout's pods in a profile added for the benchmark that samples every node
+#               (percentageOfNodesToScore 100): the extender's node choice over all nodes (issue 42 point 2)
+#     pct@N     the same in a profile added for the benchmark with percentageOfNodesToScore N
 #     byhand    claims written by hand: pods naming the class mgpu.io template, with no mgpu limits and no
 #               annotation, on the layout the previous phase published; the webhook's /mutate-claims gives
 #               them what /mutate gives its pods (docs/dra.md §7), so that the extender chooses the node
@@ -60,11 +67,25 @@ while [ $# -gt 0 ]; do
 done
 cluster() { bash "$repo/scripts/cluster.sh" "$1" --state-dir "$state" --port-base "$port_base" "${@:2}"; }
 qps_flag=()
-[ "$qps" = default ] || qps_flag=(--scheduler-qps "$qps")
+[ "$qps" = default ] || qps_flag=(--scheduler-qps "$qps" --controller-qps "$qps")
 trap 'kill $extender_pid 2>/dev/null || true; cluster down >/dev/null 2>&1 || true' EXIT
 extender_pid=""
+# The shipped scheduler configuration with the profiles of the all-nodes and pct@N phases.
+mkdir -p "$state"
+bench_profiles='  - schedulerName: bench-all-nodes\n    percentageOfNodesToScore: 100'
+for layout in $dra; do
+  case "$layout" in
+    pct@*) bench_profiles+="\\n  - schedulerName: bench-p${layout#pct@}\\n    percentageOfNodesToScore: ${layout#pct@}" ;;
+  esac
+done
+sed "s|^profiles:|profiles:\\n$bench_profiles|" \
+  "$repo/deploy/extender/scheduler-config.yaml" >"$state/bench-scheduler-config.yaml"
+grep -q bench-all-nodes "$state/bench-scheduler-config.yaml" || {
+  echo "realcluster_dra.sh: deploy/extender/scheduler-config.yaml has no profiles: list" >&2
+  exit 1
+}
 cluster up --no-kubelet --api-nodes "$nodes" --api-node-cards 8x81920,2x24576,4x16384 \
-  --confirm-after-ms "$delay_ms" "${qps_flag[@]}" >&2
+  --confirm-after-ms "$delay_ms" "${qps_flag[@]}" --scheduler-config "$state/bench-scheduler-config.yaml" >&2
 # shellcheck source=/dev/null
 source "$state/env"
 kubectl() { "$MGPU_K8S_BIN/kubectl" "$@"; }
@@ -112,16 +133,18 @@ for class in mgpu.io bare.mgpu.io; do
     "$([ "$class" = mgpu.io ] && echo c20-m4g || echo bare-c20-m4g)" "$class" | kubectl create -f - >/dev/null
 done
 
-# phase NAME KIND [COUNT] [TIMEOUT] [NODE-LABEL]: creates COUNT (--pods) pods of KIND (plain, mgpu, dra, bare,
-# byhand) named NAME-<i> with the scheduler paused, resumes it, waits until all are bound (or TIMEOUT seconds,
-# 1200 by default), and says the rate and kube-scheduler's CPU over the phase.
+# phase NAME KIND [COUNT] [TIMEOUT] [NODE-LABEL] [SCHEDULER]: creates COUNT (--pods) pods of KIND (plain, mgpu,
+# dra, bare, byhand) named NAME-<i> (in the profile SCHEDULER, default-scheduler by default) with the
+# scheduler paused, resumes it, waits until all are bound (or TIMEOUT seconds, 1200 by default), and says the
+# rate and kube-scheduler's CPU over the phase.
 phase() {
-  local name=$1 kind=$2 count=${3:-$pods} timeout=${4:-1200} label=${5:-} i spec start bound extra
+  local name=$1 kind=$2 count=${3:-$pods} timeout=${4:-1200} label=${5:-} scheduler=${6:-} i spec start bound extra
   local scheduler_pid template=c20-m4g limits=$dra_limits annotations=$dra_annotations
   [ "$kind" != bare ] || template=bare-c20-m4g
   [ "$kind" != byhand ] || limits="" annotations=""
   extra=""
   [ -z "$label" ] || extra=',"nodeSelector":{"'"$label"'":"true"}'
+  [ -z "$scheduler" ] || extra+=',"schedulerName":"'"$scheduler"'"'
   cluster pause kube-scheduler >&2
   {
     echo '{"apiVersion":"v1","kind":"List","items":['
@@ -142,6 +165,18 @@ phase() {
     echo "  $name: $(kubectl get pods -n default -l phase="$name" -o json | jq '[.items[] |
       select(.metadata.annotations["mgpu.io/dra-limits"] and .spec.containers[0].resources.limits["mgpu.io/dra-gpu"])] |
       length') of $count pods given mgpu.io/dra-gpu and mgpu.io/dra-limits by /mutate-claims"
+  fi
+  if [ "$kind" != plain ] && [ "$kind" != mgpu ]; then
+    # Every pod's claim made from its template by kube-controller-manager before the scheduler resumes, so
+    # that the rate is the scheduler's (at its default 20 QPS the controller lets about 10 pods a second through).
+    local made=0 waited
+    waited=$(date +%s.%N)
+    for ((i = 0; i < 600; i++)); do
+      made=$(kubectl get resourceclaims -n default -o name | grep -c "^resourceclaim.resource.k8s.io/$name-" || true)
+      [ "$made" -lt "$count" ] || break
+      sleep 1
+    done
+    echo "  $name: $made claims made from their templates in $(echo "$(date +%s.%N) - $waited" | bc | cut -c1-5) s, the scheduler paused"
   fi
   start=$(date +%s.%N)
   cluster resume kube-scheduler >&2  # a new kube-scheduler process (pause stopped it): its CPU is the phase's
@@ -221,6 +256,15 @@ for layout in $dra; do
       published=bare
       phase "dra-bare" bare ;;
     byhand) phase "dra-byhand" byhand ;;
+    profile | all-nodes | pct@*)
+      [ "$published" = fixed ] || publish fixed
+      published=fixed
+      case "$layout" in
+        profile) profile_name=mgpu-dra ;;
+        all-nodes) profile_name=bench-all-nodes ;;
+        *) profile_name=bench-p${layout#pct@} ;;
+      esac
+      phase "dra-${layout/@/-}" dra "" "" "" "$profile_name" ;;
     any@*)
       n=${layout#any@}
       kubectl label nodes $(for ((i = 0; i < n; i++)); do printf 'api-node-%04d ' "$i"; done) "bench.mgpu.io/six-$n=true" >/dev/null

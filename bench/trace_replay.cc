@@ -39,6 +39,9 @@
 //                                 [--seeds 10]
 //                                 [--first-seed 42] [--trace-dir DIR] [--threads 2] [--limit N]
 //                                 [--scheduler-config deploy/extender/scheduler-config.yaml]
+//                                 [--gpu-profile NAME]
+// --gpu-profile: GPU pods go to the configuration's profile of that schedulerName (as the webhook sends DRA
+// pods to dra.schedulerName's) and the as-shipped policy samples their nodes by its percentageOfNodesToScore.
 // With --limit, each seed's unallocated GPU % and failed pods by kind at the end of the prefix are printed
 // too (to set beside a real scheduler's run of the same prefix, bench/realcluster_openb.sh).
 //   build/bench/mgpu_trace_replay --export DIR [--traces default] [--seeds 1] [--first-seed 42] [--limit N]
@@ -730,8 +733,11 @@ class Scheduler {
       const SimNode& n = nodes_[i];
       return HostFits(n, p) && CoreLeft(n.gpu) >= core;
     };
-    const size_t to_find =
-        static_cast<size_t>(kube_.NumFeasibleNodesToFind(static_cast<int32_t>(nodes_.size())));
+    const int32_t num_nodes = static_cast<int32_t>(nodes_.size());
+    const size_t to_find = static_cast<size_t>(
+        core > 0 && kube_.gpu_pod_percentage >= 0
+            ? KubeSchedulerModel::NumFeasibleNodesToFind(num_nodes, kube_.gpu_pod_percentage)
+            : kube_.NumFeasibleNodesToFind(num_nodes));
     feasible_ = sampler_.Sample(nodes_.size(), to_find, fits);
     if (feasible_.empty()) return SIZE_MAX;
     std::vector<std::string> resources;
@@ -1237,6 +1243,7 @@ int Main(int argc, char** argv) {
   uint32_t gen_seed = 1;
   size_t limit = 0;
   std::string scheduler_config = MGPU_SCHEDULER_CONFIG;
+  std::string gpu_profile;
   bool departures = false;
   std::string export_dir;
   double cluster_share = 0.5;
@@ -1266,6 +1273,8 @@ int Main(int argc, char** argv) {
       limit = std::stoul(value);
     else if (arg == "--scheduler-config")
       scheduler_config = value;
+    else if (arg == "--gpu-profile")
+      gpu_profile = value;
     else if (arg == "--threads")
       threads = static_cast<unsigned>(std::stoi(value));
     else if (arg == "--policies") {
@@ -1282,7 +1291,7 @@ int Main(int argc, char** argv) {
           << "usage: mgpu_trace_replay [--traces a,b] [--policies as-shipped,random,bestfit,packing,binpack,"
              "spread,fragmentation,dra-firstfit,dra-fullest-first,dra-kube,offline,offline-arrival,defrag] "
              "[--seeds N] [--first-seed S] [--gen-seed S] [--trace-dir DIR] [--threads N] [--limit PODS] "
-             "[--scheduler-config FILE] "
+             "[--scheduler-config FILE [--gpu-profile NAME]] "
              "[--departures [--cluster-share F]] [--export DIR]\n";
       return 2;
     }
@@ -1307,6 +1316,18 @@ int Main(int argc, char** argv) {
   if (!kube.ok()) {
     std::cerr << kube.message() << "\n";
     return 2;
+  }
+  if (!gpu_profile.empty()) {
+    Result<int32_t> percentage = kube->PercentageOf(gpu_profile);
+    if (!percentage.ok()) {
+      std::cerr << percentage.message() << "\n";
+      return 2;
+    }
+    kube->gpu_pod_percentage = *percentage;
+    std::printf("mgpu-as-shipped: GPU pods in profile %s (percentageOfNodesToScore %d: %d of %zu nodes)\n",
+                gpu_profile.c_str(), *percentage,
+                KubeSchedulerModel::NumFeasibleNodesToFind(static_cast<int32_t>(nodes.size()), *percentage),
+                nodes.size());
   }
   const auto published = LoadPublished(dir);
   std::printf("openb trace replay: %zu nodes, seeds %d..%d, gpu_milli rounded to whole mgpu-core percent\n",

@@ -8,7 +8,7 @@
 #
 #   scripts/cluster.sh up [--state-dir DIR] [--port-base N] [--no-kubelet] [--api-nodes N]
 #                         [--api-node-cards SPEC] [--api-node-list FILE] [--confirm-after-ms MS]
-#                         [--scheduler-qps N] [--inventory FILE] [--scheduler-config FILE]
+#                         [--scheduler-qps N] [--controller-qps N] [--inventory FILE] [--scheduler-config FILE]
 #                         [--node-grace-period DURATION] [--api-node-config FILE]
 #   scripts/cluster.sh deploy [--state-dir DIR]   mgpu as an operator installs it (scripts/cluster-deploy.sh)
 #   scripts/cluster.sh status [--state-dir DIR]   each component, running or not; exit 1 when one is down
@@ -38,6 +38,9 @@
 # and 1m): on a loaded machine mgpu-api-nodes renews 1,000 leases and more late, and the nodes flap
 # (bench/realcluster_openb.sh, whose placement must see every node, passes 1h).
 # --scheduler-qps: kube-scheduler's client QPS and burst (default: kube-scheduler's own, 50 and 100).
+# --controller-qps: kube-controller-manager's client QPS and burst, per controller (default: its own, 20 and
+# 30). Its ResourceClaim controller makes two API calls for every pod of a ResourceClaimTemplate (the claim,
+# the pod's status), so that by default DRA pods reach the scheduler at about 10 a second.
 # --inventory: the kubelet node's cards for the device plugin's static backend (deploy/overlays/
 # static-test-node; default its inventory.yaml).
 # --scheduler-config: kube-scheduler's configuration to start from (default deploy/extender/scheduler-config.yaml
@@ -79,7 +82,7 @@ api_node_cards=2x24576
 api_node_list=""
 api_node_config=""
 confirm_after_ms=0
-scheduler_qps=""
+scheduler_qps="" controller_qps_flags=()
 inventory=$repo/deploy/overlays/static-test-node/inventory.yaml
 scheduler_config=$repo/deploy/extender/scheduler-config.yaml
 profiling=false
@@ -98,6 +101,7 @@ while [ $# -gt 0 ]; do
     --api-node-config) api_node_config=$2; shift 2 ;;
     --confirm-after-ms) confirm_after_ms=$2; shift 2 ;;
     --scheduler-qps) scheduler_qps=$2; shift 2 ;;
+    --controller-qps) controller_qps_flags=(--kube-api-qps "$2" --kube-api-burst "$2"); shift 2 ;;
     --inventory) inventory=$2; shift 2 ;;
     --scheduler-config) scheduler_config=$2; shift 2 ;;
     --profiling) profiling=true; shift ;;
@@ -484,7 +488,8 @@ EOF
     --bind-address 127.0.0.1 --secure-port "$controller_manager_port" --leader-elect=false \
     --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
     --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
-    --use-service-account-credentials=true --profiling=$profiling "${node_grace_flags[@]}"
+    --use-service-account-credentials=true --profiling=$profiling "${node_grace_flags[@]}" \
+    "${controller_qps_flags[@]}"
   start kube-scheduler "$bin/kube-scheduler" --config "$state/scheduler-config.yaml" \
     --authentication-kubeconfig "$state/scheduler.kubeconfig" \
     --authorization-kubeconfig "$state/scheduler.kubeconfig" \

@@ -208,6 +208,7 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
     m.String("stateDirectory", c.dra.state_directory);
     m.String("deviceRoot", c.dra.device_root);
     m.String("cards", c.dra.cards);
+    m.String("schedulerName", c.dra.scheduler_name);
   });
   r.Map("extender", [&](MapReader& m) {
     auto& e = c.extender;

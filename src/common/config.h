@@ -95,6 +95,10 @@ struct DraConfig {
   // card whichever kind comes first (kube-scheduler v1.36's cost of counters grows with the square of the
   // nodes).
   std::string cards = "fixed";
+  // The kube-scheduler profile the webhooks give the pods they send to the extender as DRA pods, where their
+  // spec.schedulerName is the default's: deploy/extender/scheduler-config.yaml's profile for DRA pods, which
+  // samples fewer nodes (docs/dra.md §7). Empty: their schedulerName is left as written.
+  std::string scheduler_name = "mgpu-dra";
 };
 
 struct ExtenderConfig {

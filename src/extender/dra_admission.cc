@@ -30,6 +30,15 @@ void AddAnnotations(json& patch, const json& pod, const Annotations& values) {
     patch.push_back({{"op", "add"}, {"path", "/metadata/annotations/" + PointerToken(key)}, {"value", value}});
 }
 
+// Gives the pod dra.schedulerName's profile, when it names the default one (or none): other schedulers and
+// profiles are the pod's own choice.
+void SetSchedulerName(json& patch, const json& pod, const Config& config) {
+  if (config.dra.scheduler_name.empty()) return;
+  const json* name = FindPath(pod, {"spec", "schedulerName"});
+  if (name && !(name->is_string() && name->get<std::string>() == "default-scheduler")) return;
+  patch.push_back({{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", config.dra.scheduler_name}});
+}
+
 }  // namespace
 
 DraRewrite RewritePodForDra(const json& pod, const PodRequest& request, const Config& config) {
@@ -70,6 +79,7 @@ DraRewrite RewritePodForDra(const json& pod, const PodRequest& request, const Co
   }
   // The limits it had, for the extender to read the pod's request as it was written (dra::WithDraLimits).
   AddAnnotations(out.patch, pod, {{names.dra_limits, dra::DraLimitsOf(pod, request, config).dump()}});
+  SetSchedulerName(out.patch, pod, config);
   return out;
 }
 
@@ -135,6 +145,7 @@ AdmissionReply MutateClaimPodForDra(const std::string& body, const Config& confi
   Annotations annotations = std::move((*asked)->annotations);
   annotations[names.dra_limits] = json((*asked)->limits).dump();
   AddAnnotations(patch, pod, annotations);
+  SetSchedulerName(patch, pod, config);
   spdlog::info("pod={}/{} holds claims of {}: scored by the extender", ns, MetadataString(pod, "name"),
                dra::DriverName(config));
   return AdmissionAnswer(uid, 200, "", patch);

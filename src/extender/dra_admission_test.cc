@@ -283,6 +283,36 @@ TEST(DraClaimMutation, AHandWrittenClaimIsCountedAsMutatesPodsAre) {
   EXPECT_EQ(off.request->containers[0].reclaimed_core, 40);
 }
 
+// Both webhooks send the pods they give D/dra-gpu to dra.schedulerName's profile, unless the pod names another
+// scheduler; with the setting empty, the pod's schedulerName is left alone.
+TEST(DraMutation, DraPodsGoToTheDraProfile) {
+  const auto scheduler_of = [](json pod, const Config& config, bool by_hand) {
+    Written written;
+    const std::string body = Review("Pod", pod).dump();
+    const json out = Patched(pod, Response(by_hand ? MutateClaimPodForDra(body, config, Templates())
+                                                   : MutatePodForDra(body, config, {}, written.Writer())));
+    return out["spec"].value("schedulerName", "");
+  };
+  const Config config;
+  EXPECT_EQ(config.dra.scheduler_name, "mgpu-dra");
+  for (bool by_hand : {false, true}) {
+    json pod = by_hand ? HandWrittenPod() : OnlinePod();
+    EXPECT_EQ(scheduler_of(pod, config, by_hand), "mgpu-dra");
+    pod["spec"]["schedulerName"] = "default-scheduler";  // what the API server's defaulting writes
+    EXPECT_EQ(scheduler_of(pod, config, by_hand), "mgpu-dra");
+    pod["spec"]["schedulerName"] = "mgpu-scheduler";
+    EXPECT_EQ(scheduler_of(pod, config, by_hand), "mgpu-scheduler");
+    pod["spec"]["schedulerName"] = "default-scheduler";
+    Config unset;
+    unset.dra.scheduler_name = "";
+    EXPECT_EQ(scheduler_of(pod, unset, by_hand), "default-scheduler");
+  }
+  // A pod that asks nothing of mgpu keeps its scheduler.
+  json plain = OnlinePod();
+  plain["spec"]["containers"].erase(0);
+  EXPECT_EQ(scheduler_of(plain, config, false), "");
+}
+
 // Pods /mutate rewrote, pods whose claims do not exist (yet) or are another driver's, and pods without claims
 // pass unchanged; two shares in one container are refused with one sentence.
 TEST(DraClaimMutation, PassesOtherPodsAndRefusesWhatIsNotOneMgpuPod) {

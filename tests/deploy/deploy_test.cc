@@ -393,6 +393,22 @@ TEST_F(Deploy, SchedulerConfigsMatchWhatTheExtenderServesAndThePluginRegisters) 
   const std::string listen_port =
       config.extender.listen_address.substr(config.extender.listen_address.rfind(':') + 1);
 
+  // The replacement-mode file has the profile the webhooks give DRA pods (dra.schedulerName), beside the
+  // default one, which every other pod keeps.
+  bool replacement_found = false;
+  for (const SchedulerConfig& s : schedulers) {
+    if (s.where.find("extender/scheduler-config.yaml") == std::string::npos) continue;
+    replacement_found = true;
+    std::map<std::string, json> profiles;
+    for (const json& p : s.doc.value("profiles", json::array())) profiles[p.value("schedulerName", "")] = p;
+    EXPECT_TRUE(profiles.count("default-scheduler")) << "plain pods keep the default profile";
+    ASSERT_FALSE(config.dra.scheduler_name.empty());
+    ASSERT_TRUE(profiles.count(config.dra.scheduler_name))
+        << "dra.schedulerName " << config.dra.scheduler_name << " is no profile: DRA pods would stay pending";
+    EXPECT_TRUE(profiles[config.dra.scheduler_name].contains("percentageOfNodesToScore"));
+  }
+  EXPECT_TRUE(replacement_found);
+
   for (const SchedulerConfig& s : schedulers) {
     SCOPED_TRACE(s.where);
     ASSERT_TRUE(s.doc["extenders"].is_array());

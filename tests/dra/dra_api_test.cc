@@ -355,6 +355,8 @@ TEST_F(DraApi, SlicesAreStoredAsPublishedAndPublishedAgainAfterADeletion) {
 // which it calls the extender's choose; the extender counts the claims it sees allocated and scores the
 // nodes with mgpu's policy, and the allocator's first fit then fills the card. Five such pods, free to go
 // to any of three empty nodes, share one card; kube-scheduler's own scores would spread them over the three.
+// The webhook gives them the DRA profile (dra.schedulerName) of the shipped scheduler configuration, which
+// schedules them.
 TEST_F(DraApi, TheExtenderPacksDraPodsOntoOneCard) {
   if (kNodes < 12) GTEST_SKIP() << "uses api-node-0009 to 0011";
   ASSERT_TRUE(CreateNamespace("packed", {{"mgpu.io/dra", "enabled"}}).ok());
@@ -371,6 +373,8 @@ TEST_F(DraApi, TheExtenderPacksDraPodsOntoOneCard) {
     kube::ApiResult pod = Api().GetPod("packed", "p" + std::to_string(k));
     ASSERT_TRUE(pod.ok()) << pod.message();
     EXPECT_EQ((*pod)["spec"]["containers"][0]["resources"]["limits"], json({{c.Names().dra_resource, "1"}}));
+    // Scheduled in the shipped configuration's DRA profile, which the webhook gave them.
+    EXPECT_EQ((*pod)["spec"].value("schedulerName", ""), c.dra.scheduler_name);
   }
   EXPECT_EQ(cards.size(), 1u) << "the five pods hold " << json(cards).dump();
   ExpectRulesHold(Usage());
@@ -414,6 +418,7 @@ TEST_F(DraApi, HandWrittenClaimsArePackedAsMutatesPodsAre) {
     EXPECT_EQ((*pod)["spec"]["containers"][0]["resources"]["limits"], json({{c.Names().dra_resource, "1"}}));
     EXPECT_EQ(json::parse((*pod)["metadata"]["annotations"].value(c.Names().dra_limits, "null")),
               json({{"c", {{c.Names().core, "20"}, {c.Names().memory, "4096"}}}}));
+    EXPECT_EQ((*pod)["spec"].value("schedulerName", ""), c.dra.scheduler_name);
   }
   EXPECT_EQ(cards.size(), 1u) << "the five pods hold " << json(cards).dump();
   ExpectRulesHold(Usage());
