@@ -130,10 +130,11 @@ TEST(LoadKubeSchedulerModel, ReadsTheShippedFiles) {
   EXPECT_TRUE(m->ExtenderDecides({"vke.volcengine.com/mgpu-core"}));
   EXPECT_TRUE(m->ExtenderDecides({}));
   EXPECT_EQ(m->NumFeasibleNodesToFind(1213), 497);
-  // The DRA pods' profile: 10 percent of the nodes, at least minFeasibleNodesToFind (100).
+  // The DRA pods' profile: 15 percent of the nodes, at least minFeasibleNodesToFind (100).
   EXPECT_EQ(m->profile_percentages.at("default-scheduler"), 0);
   ASSERT_TRUE(m->PercentageOf("mgpu-dra").ok());
-  EXPECT_EQ(*m->PercentageOf("mgpu-dra"), 10);
+  EXPECT_EQ(*m->PercentageOf("mgpu-dra"), 15);
+  EXPECT_EQ(KubeSchedulerModel::NumFeasibleNodesToFind(1000, 15), 150);
   EXPECT_EQ(KubeSchedulerModel::NumFeasibleNodesToFind(1213, 10), 121);
   EXPECT_EQ(KubeSchedulerModel::NumFeasibleNodesToFind(1000, 10), 100);
   EXPECT_EQ(KubeSchedulerModel::NumFeasibleNodesToFind(500, 10), 100);
