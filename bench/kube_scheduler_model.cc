@@ -130,18 +130,20 @@ Result<KubeSchedulerModel> Parse(const YAML::Node& root) {
     return Error{"the file is no KubeSchedulerConfiguration"};
   if (root["percentageOfNodesToScore"])
     m.percentage_of_nodes_to_score = root["percentageOfNodesToScore"].as<int32_t>();
-  // Each profile's own percentage, else the global one (schedule_one.go, numFeasibleNodesToFind).
+  // Each profile's own percentage, else the global one (schedule_one.go, numFeasibleNodesToFind); the
+  // first profile's is the model's.
+  const int32_t global_percentage = m.percentage_of_nodes_to_score;
   for (const auto& profile : root["profiles"]) {
     const std::string name =
         profile["schedulerName"] ? profile["schedulerName"].as<std::string>() : "default-scheduler";
-    m.profile_percentages[name] = profile["percentageOfNodesToScore"]
-                                      ? profile["percentageOfNodesToScore"].as<int32_t>()
-                                      : m.percentage_of_nodes_to_score;
+    const int32_t percentage = profile["percentageOfNodesToScore"]
+                                   ? profile["percentageOfNodesToScore"].as<int32_t>()
+                                   : global_percentage;
+    if (m.profile_percentages.empty()) m.percentage_of_nodes_to_score = percentage;
+    m.profile_percentages[name] = percentage;
   }
   if (const YAML::Node profiles = root["profiles"]; profiles && profiles.size() > 0) {
     const YAML::Node profile = profiles[0];
-    if (profile["percentageOfNodesToScore"])
-      m.percentage_of_nodes_to_score = profile["percentageOfNodesToScore"].as<int32_t>();
     if (const YAML::Node plugins = profile["plugins"]) {
       for (const char* point : {"multiPoint", "score"}) {
         ApplyPluginSet(plugins[point], "NodeResourcesFit", m.fit_weight);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,8 +60,8 @@ class KubeSchedulerModel {
   // Every profile's percentage by its schedulerName (the global one where the profile sets none).
   std::map<std::string, int32_t> profile_percentages;
   // GPU pods' percentage where they go to a profile of their own (the webhook's dra.schedulerName; the
-  // replay's --gpu-profile), else -1: the first profile's.
-  int32_t gpu_pod_percentage = -1;
+  // replay's --gpu-profile), else none: the first profile's.
+  std::optional<int32_t> gpu_pod_percentage;
   ScoringStrategy strategy = ScoringStrategy::kLeastAllocated;
   std::vector<ResourceWeight> fit_resources = {{"cpu", 1}, {"memory", 1}};
   std::vector<ShapePoint> shape;  // RequestedToCapacityRatio only

@@ -735,8 +735,8 @@ class Scheduler {
     };
     const int32_t num_nodes = static_cast<int32_t>(nodes_.size());
     const size_t to_find = static_cast<size_t>(
-        core > 0 && kube_.gpu_pod_percentage >= 0
-            ? KubeSchedulerModel::NumFeasibleNodesToFind(num_nodes, kube_.gpu_pod_percentage)
+        core > 0 && kube_.gpu_pod_percentage
+            ? KubeSchedulerModel::NumFeasibleNodesToFind(num_nodes, *kube_.gpu_pod_percentage)
             : kube_.NumFeasibleNodesToFind(num_nodes));
     feasible_ = sampler_.Sample(nodes_.size(), to_find, fits);
     if (feasible_.empty()) return SIZE_MAX;
