@@ -22,13 +22,18 @@
 #               there by a nodeSelector, at most --small-timeout seconds: the six-device layout in an N-node
 #               cluster, as far as the scheduler's cost goes (the other nodes fail its node affinity first)
 #     profile   the fixed layout's pods in the shipped configuration's DRA profile (spec.schedulerName
-#               mgpu-dra, as the webhooks set it: dra.schedulerName), which samples 10 percent of the nodes
+#               mgpu-dra, as the webhooks set it: dra.schedulerName), which samples 15 percent of the nodes
 #     all-nodes the fixed layout's pods in a profile added for the benchmark that samples every node
 #               (percentageOfNodesToScore 100): the extender's node choice over all nodes (issue 42 point 2)
 #     pct@N     the same in a profile added for the benchmark with percentageOfNodesToScore N
 #     byhand    claims written by hand: pods naming the class mgpu.io template, with no mgpu limits and no
 #               annotation, on the layout the previous phase published; the webhook's /mutate-claims gives
 #               them what /mutate gives its pods (docs/dra.md §7), so that the extender chooses the node
+#     whole     one whole card a pod, written as /mutate leaves a dedicated_cores pod (a claim of class
+#               whole.mgpu.io), in the DRA profile, on the fixed layout
+#     extres    one whole card a pod through the extended resource (limits mgpu.io/gpu: 1, no claim:
+#               kube-scheduler makes it), on the fixed layout; /mutate-claims gives them mgpu.io/dra-limits and
+#               the DRA profile, and kube-scheduler calls the extender for mgpu.io/gpu (issue 42 point 4)
 #   The other DRA phases' pods are written as /mutate leaves them (one mgpu.io/dra-gpu and mgpu.io/dra-limits),
 #   so that the extender chooses the node (docs/dra.md §7); with --dra-scores off, without those: the node is
 #   kube-scheduler's own choice.
@@ -127,14 +132,17 @@ spec:
   selectors:
     - cel: {expression: device.driver == "mgpu.io"}
 YAML
-# The claim of every DRA pod: 20 cores and 4 GiB of class mgpu.io (c20-m4g), or of the bare class.
+# The claim of every DRA pod: 20 cores and 4 GiB of class mgpu.io (c20-m4g), or of the bare class; whole-1,
+# one whole card, as /mutate writes it for a dedicated_cores pod.
 for class in mgpu.io bare.mgpu.io; do
   printf '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate","metadata":{"name":"%s","namespace":"default"},"spec":{"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"%s","capacity":{"requests":{"cores":"20","memory":"4Gi"}}}}]}}}}' \
     "$([ "$class" = mgpu.io ] && echo c20-m4g || echo bare-c20-m4g)" "$class" | kubectl create -f - >/dev/null
 done
+printf '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate","metadata":{"name":"whole-1","namespace":"default"},"spec":{"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"whole.mgpu.io","allocationMode":"ExactCount","count":1}}]}}}}' |
+  kubectl create -f - >/dev/null
 
 # phase NAME KIND [COUNT] [TIMEOUT] [NODE-LABEL] [SCHEDULER]: creates COUNT (--pods) pods of KIND (plain, mgpu,
-# dra, bare, byhand) named NAME-<i> (in the profile SCHEDULER, default-scheduler by default) with the
+# dra, bare, byhand, whole, extres) named NAME-<i> (in the profile SCHEDULER, default-scheduler by default) with the
 # scheduler paused, resumes it, waits until all are bound (or TIMEOUT seconds, 1200 by default), and says the
 # rate and kube-scheduler's CPU over the phase.
 phase() {
@@ -142,6 +150,10 @@ phase() {
   local scheduler_pid template=c20-m4g limits=$dra_limits annotations=$dra_annotations
   [ "$kind" != bare ] || template=bare-c20-m4g
   [ "$kind" != byhand ] || limits="" annotations=""
+  if [ "$kind" = whole ]; then
+    template=whole-1
+    [ -z "$annotations" ] || annotations=',"annotations":{"katalyst.kubewharf.io/qos_level":"dedicated_cores","mgpu.io/dra-limits":"{\"main\":{\"mgpu.io/mgpu-core\":\"100\",\"mgpu.io/mgpu-memory\":\"1\"}}"}'
+  fi
   extra=""
   [ -z "$label" ] || extra=',"nodeSelector":{"'"$label"'":"true"}'
   [ -z "$scheduler" ] || extra+=',"schedulerName":"'"$scheduler"'"'
@@ -152,11 +164,12 @@ phase() {
       case "$kind" in
         plain) spec='"containers":[{"name":"main","image":"x","resources":{"requests":{"cpu":"100m","memory":"1Gi"}}}]' ;;
         mgpu) spec='"containers":[{"name":"main","image":"x","resources":{"limits":{"mgpu.io/mgpu-core":"20","mgpu.io/mgpu-memory":"4096"},"requests":{"cpu":"100m","memory":"1Gi"}}}]' ;;
+        extres) spec='"containers":[{"name":"main","image":"x","resources":{"limits":{"mgpu.io/gpu":"1"},"requests":{"cpu":"100m","memory":"1Gi"}}}]' ;;
         *) spec='"resourceClaims":[{"name":"gpu","resourceClaimTemplateName":"'"$template"'"}],"containers":[{"name":"main","image":"x","resources":{"claims":[{"name":"gpu"}],"requests":{"cpu":"100m","memory":"1Gi"}'"$limits"'}}]'"$extra" ;;
       esac
       [ "$i" = 0 ] || echo ,
       printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s-%d","namespace":"default","labels":{"phase":"%s"}%s},"spec":{%s}}' \
-        "$name" "$i" "$name" "$(case "$kind" in plain | mgpu | byhand) ;; *) echo "$annotations" ;; esac)" "$spec"
+        "$name" "$i" "$name" "$(case "$kind" in plain | mgpu | byhand | extres) ;; *) echo "$annotations" ;; esac)" "$spec"
     done
     echo ']}'
   } >"$state/pods-$name.json"
@@ -166,7 +179,12 @@ phase() {
       select(.metadata.annotations["mgpu.io/dra-limits"] and .spec.containers[0].resources.limits["mgpu.io/dra-gpu"])] |
       length') of $count pods given mgpu.io/dra-gpu and mgpu.io/dra-limits by /mutate-claims"
   fi
-  if [ "$kind" != plain ] && [ "$kind" != mgpu ]; then
+  if [ "$kind" = extres ]; then
+    echo "  $name: $(kubectl get pods -n default -l phase="$name" -o json | jq '[.items[] |
+      select(.metadata.annotations["mgpu.io/dra-limits"] and .spec.schedulerName == "mgpu-dra")] |
+      length') of $count pods given mgpu.io/dra-limits and the DRA profile by /mutate-claims"
+  fi
+  if [ "$kind" != plain ] && [ "$kind" != mgpu ] && [ "$kind" != extres ]; then
     # Every pod's claim made from its template by kube-controller-manager before the scheduler resumes, so
     # that the rate is the scheduler's (at its default 20 QPS the controller lets about 10 pods a second through).
     local made=0 waited
@@ -233,7 +251,7 @@ dra_cards() {
      {card: (.pool + "/" + (.device | capture("^gpu-(?<i>[0-9]+)-").i)),
       cores: (.consumedCapacity.cores // "0" | tonumber), memory: (.consumedCapacity.memory // "0" | mib)}] |
     group_by(.card) | map({card: .[0].card, cores: (map(.cores) | add), memory: (map(.memory) | add)}) |
-    "\(length) \(map(select(.cores > 100 or .memory > $capacity[0][.card])) | length)"'
+    "\(length) \(map(select(.cores > 100 or .memory > $capacity[0][.card])) | length) \(map(.card | split("/")[0]) | unique | length)"'
 }
 # Until the previous phase's pods, their claims and the extender's view of them are gone.
 clean() {
@@ -256,6 +274,10 @@ for layout in $dra; do
       published=bare
       phase "dra-bare" bare ;;
     byhand) phase "dra-byhand" byhand ;;
+    whole | extres)
+      [ "$published" = fixed ] || publish fixed
+      published=fixed
+      phase "dra-$layout" "$layout" "" "" "" "$([ "$layout" = whole ] && echo mgpu-dra)" ;;
     profile | all-nodes | pct@*)
       [ "$published" = fixed ] || publish fixed
       published=fixed
@@ -276,8 +298,8 @@ for layout in $dra; do
       published=$layout
       phase "dra-$layout" dra ;;
   esac
-  read -r used over < <(dra_cards)
-  echo "  $layout: cards used $used, $over over capacity (cores or memory)"
+  read -r used over nodes_used < <(dra_cards)
+  echo "  $layout: cards used $used on $nodes_used nodes, $over over capacity (cores or memory)"
   dra_over=$((dra_over + over))
 done
 [ "$dra_over" = 0 ] && [ "$mgpu_over" = 0 ] || { echo "realcluster_dra.sh: cards over capacity" >&2; exit 1; }

@@ -33,6 +33,18 @@ Result<std::optional<int64_t>> Asked(const json& requests, std::string_view name
   return std::optional<int64_t>(*n);
 }
 
+// The whole cards a container asks through <driver>/gpu (KEP-5004: kube-scheduler makes its claim), its
+// limits else its requests; nullopt when it asks none (the API server keeps extended resources integers).
+std::optional<int64_t> WholeCardsAsked(const json& container, const Config& config) {
+  for (const char* kind : {"limits", "requests"}) {
+    const json* v = FindPath(container, {"resources", kind, WholeCardResource(config).c_str()});
+    if (v == nullptr) continue;
+    Result<int64_t> n = ParseQuantityJson(*v);
+    return n.ok() && *n > 0 ? std::optional<int64_t>(*n) : std::nullopt;
+  }
+  return std::nullopt;
+}
+
 // The share one claim asks of the driver (LimitsOfClaims), as mgpu's pod annotations and limits say it.
 struct AskedShare {
   std::string qos;  // kQosLevelAnnotation's value: shared_cores, reclaimed_cores, dedicated_cores
@@ -487,6 +499,10 @@ Result<std::optional<ClaimsAsLimits>> LimitsOfClaims(const json& pod, const std:
         Result<std::optional<AskedShare>> share = asked(spec->second, claim);
         if (!share.ok()) return share.error();
         if (*share) shares.push_back(**share);
+      }
+      if (std::optional<int64_t> cards = WholeCardsAsked(container, config)) {
+        shares.push_back({.qos = "dedicated_cores", .policy = std::nullopt, .count = *cards});
+        out.extended_resource = true;
       }
       if (shares.empty()) continue;
       if (shares.size() > 1)

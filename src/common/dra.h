@@ -165,8 +165,8 @@ nlohmann::json DraLimitsOf(const nlohmann::json& pod, const PodRequest& request,
 Result<std::optional<nlohmann::json>> WithDraLimits(const nlohmann::json& pod, const Config& config);
 
 // A pod no /mutate rewrote whose containers hold claims of the driver's classes (written by hand, through a
-// ResourceClaimTemplate or a ResourceClaim; not <driver>/gpu: kube-scheduler v1.36.2 finds no node for a pod
-// asking it beside D/dra-gpu), in
+// ResourceClaimTemplate or a ResourceClaim) or ask whole cards through <driver>/gpu (the claim
+// kube-scheduler makes itself, of the whole class), in
 // mgpu's own terms, so that the extender scores its nodes as it does /mutate's pods (docs/dra.md §7):
 // D/dra-limits's value (container -> the mgpu limits its claim stands for: cores or reclaimedCores times its
 // cards, memory in memoryUnitMiB, rounded up, times its cards; a whole card 100 cores and one unit) and the
@@ -175,6 +175,10 @@ Result<std::optional<nlohmann::json>> WithDraLimits(const nlohmann::json& pod, c
 struct ClaimsAsLimits {
   std::map<std::string, std::map<std::string, std::string>> limits;  // D/dra-limits's value, as JSON
   Annotations annotations;
+  // A container asks <driver>/gpu: kube-scheduler calls the extender for the pod (managedResources) and must
+  // see no D/dra-gpu beside it (v1.36.2's DynamicResources filter fails a pod asking an extended resource that
+  // is neither a node's nor a DeviceClass's: "cannot fit resource").
+  bool extended_resource = false;
 };
 // `specs`: the ResourceClaimSpec behind each of the pod's spec.resourceClaims entries that could be read, by
 // entry name (a claim two containers hold counts in the first). nullopt when no container holds a claim of

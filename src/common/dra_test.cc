@@ -368,15 +368,10 @@ TEST(LimitsOfClaims, EveryShapeReadsBackAsTheRequestItStandsFor) {
   }
 }
 
-// Memory rounds up to memoryUnitMiB; a claim two containers hold counts once; claims of other drivers,
-// missing specs and <driver>/gpu (kube-scheduler finds no node for it beside D/dra-gpu) count nothing.
+// Memory rounds up to memoryUnitMiB; a claim two containers hold counts once; claims of other drivers and
+// missing specs count nothing.
 TEST(LimitsOfClaims, UnitsSharedAndForeignClaims) {
   Config config;
-  json pod = ClaimPod({{"c", {}}});
-  pod["spec"]["containers"][0]["resources"]["limits"] = {{WholeCardResource(config), "2"}};
-  auto whole = LimitsOfClaims(pod, {}, config);
-  ASSERT_TRUE(whole.ok()) << whole.message();
-  EXPECT_FALSE(whole->has_value());
 
   config.memory_unit_mib = 10;
   const json spec = ClaimSpecFor(Pod(Qos::kOnline, ComputePolicy::kFixedShare), Container(30, 0, 4095), config);
@@ -390,6 +385,45 @@ TEST(LimitsOfClaims, UnitsSharedAndForeignClaims) {
   auto none = LimitsOfClaims(ClaimPod({{"c", {"gpu", "missing"}}}), {{"gpu", foreign}}, config);
   ASSERT_TRUE(none.ok()) << none.message();
   EXPECT_FALSE(none->has_value());
+}
+
+// <driver>/gpu, in limits or requests alone, is whole cards (the claim kube-scheduler makes of the whole
+// class): the extender reads it as a dedicated_cores pod on that many cards, and the pod needs no D/dra-gpu.
+TEST(LimitsOfClaims, TheExtendedResourceIsWholeCards) {
+  const Config config;
+  const ResourceNames names = config.Names();
+  for (const char* kind : {"limits", "requests"}) {
+    json pod = ClaimPod({{"c", {}}, {"d", {}}});
+    pod["spec"]["containers"][1]["resources"][kind] = {{WholeCardResource(config), "2"}};
+    auto whole = LimitsOfClaims(pod, {}, config);
+    ASSERT_TRUE(whole.ok() && whole->has_value()) << whole.message();
+    EXPECT_TRUE((*whole)->extended_resource);
+    EXPECT_EQ((*whole)->limits, (std::map<std::string, std::map<std::string, std::string>>{
+                                    {"d", {{names.core, "200"}, {names.memory, "2"}}}}));
+    EXPECT_EQ((*whole)->annotations, (Annotations{{std::string(kQosLevelAnnotation), "dedicated_cores"},
+                                                  {names.gpu_count, "2"}}));
+    Result<PodRequest> back = ReadBack(pod, **whole);
+    ASSERT_TRUE(back.ok()) << back.message();
+    EXPECT_TRUE(back->dedicated);
+    ASSERT_EQ(back->containers.size(), 1u);
+    EXPECT_EQ(back->containers[0].name, "d");
+    EXPECT_EQ(back->containers[0].card_count, 2);
+    EXPECT_EQ(back->containers[0].CorePerCard(), 100);
+  }
+  // A claim of the whole class on one card beside it is another card count: not one mgpu pod.
+  json mixed = ClaimPod({{"c", {"gpu"}}, {"d", {}}});
+  mixed["spec"]["containers"][1]["resources"]["limits"] = {{WholeCardResource(config), "2"}};
+  const json one_card = ClaimSpecFor(Pod(Qos::kOnline, ComputePolicy::kFixedShare, true), Container(100, 0, 0), config);
+  auto refused = LimitsOfClaims(mixed, {{"gpu", one_card}}, config);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.message(),
+            "pod default/p asks dedicated_cores on 1 card in container c but dedicated_cores on 2 cards in "
+            "container d; one mgpu pod is one kind of share on one number of cards");
+  json none = ClaimPod({{"c", {}}});
+  none["spec"]["containers"][0]["resources"]["limits"] = {{WholeCardResource(config), "0"}};
+  auto zero = LimitsOfClaims(none, {}, config);
+  ASSERT_TRUE(zero.ok()) << zero.message();
+  EXPECT_FALSE(zero->has_value());
 }
 
 // What cannot be one mgpu pod is one sentence naming the pod: a claim that breaks a rule, two shares in a

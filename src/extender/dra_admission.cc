@@ -135,6 +135,7 @@ AdmissionReply MutateClaimPodForDra(const std::string& body, const Config& confi
   if (!*asked) return AdmissionAnswer(uid, 200, "");
   json patch = json::array();
   for (const char* list : {"initContainers", "containers"}) {
+    if ((*asked)->extended_resource) break;  // <driver>/gpu brings the extender
     const json* containers = FindPath(pod, {"spec", list});
     for (size_t i = 0; containers && containers->is_array() && i < containers->size(); ++i) {
       if ((*asked)->limits.count(StringAt((*containers)[i], {"name"})))
@@ -146,8 +147,8 @@ AdmissionReply MutateClaimPodForDra(const std::string& body, const Config& confi
   annotations[names.dra_limits] = json((*asked)->limits).dump();
   AddAnnotations(patch, pod, annotations);
   SetSchedulerName(patch, pod, config);
-  spdlog::info("pod={}/{} holds claims of {}: scored by the extender", ns, MetadataString(pod, "name"),
-               dra::DriverName(config));
+  spdlog::info("pod={}/{} {} of {}: scored by the extender", ns, MetadataString(pod, "name"),
+               (*asked)->extended_resource ? "asks whole cards" : "holds claims", dra::DriverName(config));
   return AdmissionAnswer(uid, 200, "", patch);
 }
 

@@ -6,11 +6,12 @@
 //   (dra::TemplateNameFor, created in the pod's namespace when missing; not on a dry run) and a
 //   spec.resourceClaims entry "mgpu-<k>" the container's resources.claims names. qos_level, the compute
 //   policy and gpu-count are honoured through the claim (dra::ClaimSpecFor). Other pods pass unchanged.
-// - POST /mutate-claims (a MutatingWebhookConfiguration for pods of every namespace that hold claims,
-//   failurePolicy Ignore): a Pod at CREATE without D/dra-limits whose containers hold claims of the driver's
-//   classes written by hand (the ResourceClaimTemplate or ResourceClaim each spec.resourceClaims entry names,
-//   read from the API server) gets what /mutate gives its own pods, so that
-//   the extender chooses its node: one D/dra-gpu per such container, D/dra-limits and the annotations
+// - POST /mutate-claims (a MutatingWebhookConfiguration for pods of every namespace that hold claims or ask
+//   <driver>/gpu, failurePolicy Ignore): a Pod at CREATE without D/dra-limits whose containers hold claims of
+//   the driver's classes written by hand (the ResourceClaimTemplate or ResourceClaim each spec.resourceClaims
+//   entry names, read from the API server) or ask whole cards through <driver>/gpu gets what /mutate gives
+//   its own pods, so that the extender chooses its node: one D/dra-gpu per such container (none when the pod
+//   asks <driver>/gpu, which the extender manages itself), D/dra-limits and the annotations
 //   dra::LimitsOfClaims derives. Claims that cannot be one mgpu pod are refused with its sentence; a claim
 //   that cannot be read is left out (logged). Other pods pass unchanged.
 // - POST /validate-claims: a ResourceClaim or ResourceClaimTemplate asking the driver's classes is refused at

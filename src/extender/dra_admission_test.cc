@@ -283,6 +283,28 @@ TEST(DraClaimMutation, AHandWrittenClaimIsCountedAsMutatesPodsAre) {
   EXPECT_EQ(off.request->containers[0].reclaimed_core, 40);
 }
 
+// A pod asking whole cards through <driver>/gpu keeps its limits (no D/dra-gpu: kube-scheduler calls the
+// extender for <driver>/gpu itself, and fails a pod with D/dra-gpu beside it) and gets D/dra-limits, the
+// annotations and the DRA profile: the extender reads it as a dedicated_cores pod on that many cards.
+TEST(DraClaimMutation, WholeCardsThroughTheExtendedResourceAreCountedToo) {
+  const Config config;
+  json pod = HandWrittenPod();
+  pod["spec"].erase("resourceClaims");
+  json& resources = pod["spec"]["containers"][0]["resources"];
+  resources.erase("claims");
+  resources["limits"] = {{dra::WholeCardResource(config), "2"}};
+  const json out = Patched(pod, Response(MutateClaimPodForDra(Review("Pod", pod).dump(), config, Templates())));
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"], pod["spec"]["containers"][0]["resources"]);
+  EXPECT_EQ(out["spec"].value("schedulerName", ""), config.dra.scheduler_name);
+  const PodFacts facts = ReadPod(out, config);
+  EXPECT_TRUE(facts.dra);
+  ASSERT_TRUE(facts.request.ok()) << facts.request.message();
+  EXPECT_TRUE(facts.request->dedicated);
+  ASSERT_EQ(facts.request->containers.size(), 1u);
+  EXPECT_EQ(facts.request->containers[0].card_count, 2);
+  EXPECT_EQ(facts.request->containers[0].core, 200);
+}
+
 // Both webhooks send the pods they give D/dra-gpu to dra.schedulerName's profile, unless the pod names another
 // scheduler; with the setting empty, the pod's schedulerName is left alone.
 TEST(DraMutation, DraPodsGoToTheDraProfile) {

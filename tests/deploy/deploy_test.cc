@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "common/config.h"
+#include "common/dra.h"
 #include "common/file.h"
 #include "common/manifest.h"
 #include "common/yaml_json.h"
@@ -481,13 +482,15 @@ TEST_F(Deploy, SchedulerConfigsMatchWhatTheExtenderServesAndThePluginRegisters) 
         EXPECT_NE(res->status, 404) << path << " is not served by the extender";
       }
       // The configured domain's resources, and the Volcengine names too (resourceDomain: vke.volcengine.com
-      // needs no edit here); and under both, D/dra-gpu, which only routes DRA pods here (no node has it).
+      // needs no edit here); and under both, D/dra-gpu, which only routes DRA pods here (no node has it), and
+      // D/gpu, whole cards through DRA's extended resource (the claim kube-scheduler makes).
       Config volcengine = config;
       volcengine.resource_domain = "vke.volcengine.com";
       std::set<std::string> both = registered,
                             routing = {names.dra_resource, volcengine.Names().dra_resource};
       for (mgpu::Resource r : mgpu::kAllResources) both.insert(mgpu::FullName(r, volcengine.Names()));
       both.insert(routing.begin(), routing.end());
+      for (const Config& c : {config, volcengine}) both.insert(mgpu::dra::WholeCardResource(c));
       if (!e.contains("managedResources")) {
         // One entry for every pod (the candidates of docs/placement.md): the routing resources,
         // which no node has, must then be ignored by kube-scheduler's own fit check in every profile.

@@ -424,6 +424,37 @@ TEST_F(DraApi, HandWrittenClaimsArePackedAsMutatesPodsAre) {
   ExpectRulesHold(Usage());
 }
 
+// Pods asking whole cards through mgpu.io/gpu, free to go to any of three nodes, get mgpu's node choice:
+// /mutate-claims gives them D/dra-limits and the DRA profile, kube-scheduler calls the extender for
+// mgpu.io/gpu (the shipped managedResources), and the extender fills a node's cards before it opens
+// another, where kube-scheduler's own scores (LeastAllocated over the 8 CPUs each pod asks of 64) spread them.
+TEST_F(DraApi, WholeCardsThroughTheExtendedResourceArePacked) {
+  if (kNodes < 12) GTEST_SKIP() << "uses api-node-0009 to 0011";
+  ASSERT_TRUE(CreateNamespace("extres").ok());
+  const Config c;
+  std::vector<json> pods;
+  for (int k = 0; k < 2; ++k) {
+    json pod = AmongThreeNodes("w" + std::to_string(k));
+    json& resources = pod["spec"]["containers"][0]["resources"];
+    resources["requests"]["cpu"] = "8";
+    resources["limits"] = {{mgpu::dra::WholeCardResource(c), "1"}};
+    pods.push_back(pod);
+  }
+  std::set<std::string> nodes;
+  for (const std::string& card : PlaceInTurn("extres", pods)) nodes.insert(card.substr(0, card.find('/')));
+  for (int k = 0; k < 2; ++k) {
+    kube::ApiResult pod = Api().GetPod("extres", "w" + std::to_string(k));
+    ASSERT_TRUE(pod.ok()) << pod.message();
+    EXPECT_EQ((*pod)["spec"]["containers"][0]["resources"]["limits"],
+              json({{mgpu::dra::WholeCardResource(c), "1"}}));
+    EXPECT_EQ(json::parse((*pod)["metadata"]["annotations"].value(c.Names().dra_limits, "null")),
+              json({{"c", {{c.Names().core, "100"}, {c.Names().memory, "1"}}}}));
+    EXPECT_EQ((*pod)["spec"].value("schedulerName", ""), c.dra.scheduler_name);
+  }
+  EXPECT_EQ(nodes.size(), 1u) << "the two pods are on " << json(nodes).dump();
+  ExpectRulesHold(Usage());
+}
+
 // On one node of two 24 GiB cards published with the opt-in six-device layout (dra.cards: any, each card's
 // devices sharing a counter), claims of every shape land as the per-card rules say, because the
 // scheduler itself keeps them: a second compute policy takes the other card, offline joins the online share,
@@ -485,8 +516,8 @@ TEST_F(DraApi, ClaimsOfEveryShapeAreAllocatedByThePerCardRules) {
 
 // A pod that asks a whole card through the extended resource mgpu.io/gpu (KEP-5004) gets one: the
 // scheduler makes the claim itself, of class whole.mgpu.io (a `whole` device, or a one-variant card's device
-// with all its memory). /mutate-claims leaves it alone (given D/dra-gpu beside mgpu.io/gpu, v1.36.2's
-// kube-scheduler found no node for it).
+// with all its memory). /mutate-claims leaves its resources as they are (given D/dra-gpu beside
+// mgpu.io/gpu, v1.36.2's kube-scheduler finds no node for it: "cannot fit resource").
 TEST_F(DraApi, TheExtendedResourceGetsAWholeCard) {
   ASSERT_TRUE(CreateNamespace("whole").ok());
   json pod = {{"apiVersion", "v1"},
