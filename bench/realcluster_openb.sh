@@ -141,7 +141,9 @@ for seed in "${seed_list[@]}"; do
   # CONFIRMED (yes when the pod's D/gpu-allocated is written).
   rm -f "$state/watch.raw" "$state/watch.lines"
   mkfifo "$state/watch.raw" "$state/watch.lines"
-  api -N "$pods_url?watch=1" >"$state/watch.raw" &
+  # timeoutSeconds: without it the API server ends a watch after 30 to 60 minutes (handleWatch in the
+  # apiserver's endpoints/handlers/get.go), in the middle of a seed of a few thousand pods.
+  api -N "$pods_url?watch=1&timeoutSeconds=86400" >"$state/watch.raw" &
   watch_pids=$!
   jq --unbuffered -r '.object | [.metadata.name, (.spec.nodeName // "-"),
     ((.status.conditions // []) | map(select(.type == "PodScheduled")) | .[0].reason // "-"),
