@@ -32,6 +32,12 @@ bool BackgroundThread::WaitFor(std::unique_lock<std::mutex>& lock, std::chrono::
   return !stopping_;
 }
 
+bool BackgroundThread::WaitFor(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout,
+                               const std::function<bool()>& woken) {
+  wake_.wait_for(lock, timeout, [&] { return stopping_.load() || woken(); });
+  return !stopping_;
+}
+
 bool BackgroundThread::SleepFor(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mu_);
   return WaitFor(lock, timeout);

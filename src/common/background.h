@@ -33,6 +33,10 @@ class BackgroundThread {
   // Waits `timeout` on the owner's condition variable (`lock` holds the owner's mutex) or until Stop; false
   // when stopping.
   bool WaitFor(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout);
+  // The same, ending early once `woken` holds (read under `lock` at each wake-up): for a loop its owner wakes
+  // with work. The wait above ends early only at Stop: a notify alone does not end it.
+  bool WaitFor(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout,
+               const std::function<bool()>& woken);
   // WaitFor on the mutex the thread waits on, taken here.
   bool SleepFor(std::chrono::milliseconds timeout);
 

@@ -34,6 +34,38 @@ TEST(BackgroundThreadTest, StopWakesALoopWaitingOnItsOwnersConditionVariable) {
   EXPECT_TRUE(thread.stopping());
 }
 
+// A loop its owner wakes with work (the owner sets its state under the mutex and notifies) ends its wait at
+// once when it names that state, and not before the timeout when it does not: the hour-long wait below could
+// not end otherwise.
+TEST(BackgroundThreadTest, TheOwnersWakeEndsAWaitThatNamesItsWork) {
+  std::mutex mu;
+  std::condition_variable wake;
+  BackgroundThread thread(mu, wake);
+  bool waiting = false, work = false, went_on = false, saw_work = false;
+  std::condition_variable started, done;
+  thread.Start([&] {
+    std::unique_lock lock(mu);
+    waiting = true;
+    started.notify_all();
+    went_on = thread.WaitFor(lock, kForever, [&] { return work; });
+    saw_work = work;
+    done.notify_all();
+  });
+  {
+    std::unique_lock lock(mu);
+    started.wait(lock, [&] { return waiting; });
+    work = true;
+  }
+  wake.notify_all();
+  {
+    std::unique_lock lock(mu);
+    done.wait(lock, [&] { return saw_work; });
+  }
+  EXPECT_TRUE(went_on);
+  EXPECT_FALSE(thread.stopping());
+  thread.Stop();
+}
+
 // The interrupt ends a call the loop is blocked in (here: a wait on another condition variable).
 TEST(BackgroundThreadTest, StopRunsTheInterruptAfterRaisingTheFlag) {
   BackgroundThread thread;
