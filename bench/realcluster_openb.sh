@@ -95,7 +95,7 @@ pods_url=$MGPU_CLUSTER_APISERVER/api/v1/namespaces/default/pods
 label=mgpu.io/gpu.product  # D/gpu.product with deploy/base's resourceDomain
 
 # The pods of the arrivals (lines index,trace_pod,kind,cpu_milli,memory_mib,cards,core,models after the
-# header), one JSON line each, in order: one jq for the whole list (a jq a pod cost 80 ms of each pod's time).
+# header), one JSON line each, in order: one jq for the whole list, not one a pod.
 pods_jsonl() {
   tail -n +2 "$1" | jq -cR --arg key "$label" '
     split(",") as [$index, $trace_pod, $kind, $cpu, $memory, $cards, $core, $models]

@@ -28,8 +28,7 @@ void BackgroundThread::Stop(const std::function<void()>& interrupt) {
 }
 
 bool BackgroundThread::WaitFor(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout) {
-  wake_.wait_for(lock, timeout, [this] { return stopping_.load(); });
-  return !stopping_;
+  return WaitFor(lock, timeout, [] { return false; });
 }
 
 bool BackgroundThread::WaitFor(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout,

@@ -35,8 +35,7 @@ TEST(BackgroundThreadTest, StopWakesALoopWaitingOnItsOwnersConditionVariable) {
 }
 
 // A loop its owner wakes with work (the owner sets its state under the mutex and notifies) ends its wait at
-// once when it names that state, and not before the timeout when it does not: the hour-long wait below could
-// not end otherwise.
+// once when it names that state, without Stop: the hour-long wait below could not end otherwise.
 TEST(BackgroundThreadTest, TheOwnersWakeEndsAWaitThatNamesItsWork) {
   std::mutex mu;
   std::condition_variable wake;
