@@ -12,9 +12,10 @@
 #   status is written for any pod, plain or mgpu.
 # Phases (--phases, in order): `plain` (plain pods alone), `mgpu` (mgpu pods alone), `mixed` (both kinds in
 # one run), `plain-default` (plain pods alone under kube-scheduler's default configuration: the same file
-# without its extenders, swapped in while kube-scheduler is paused, the shipped one back for the next phase;
-# plain pods' rate with and without mgpu in one run, issue 41). In each, kube-scheduler is paused while the phase's pods are created (mgpu pods of 20 percent core
-# and 4 GiB, plain pods of 100m CPU), then resumed; the phase ends when every pod is bound and, with
+# without its extenders and its percentageOfNodesToScore, swapped in while kube-scheduler is paused, the
+# shipped one back for the next phase; plain pods' rate with and without mgpu in one run, issue 41). In each,
+# kube-scheduler is paused while the phase's pods are created (mgpu pods of 20 percent core and 4 GiB, in the
+# profile the webhook gives GPU pods, plain pods of 100m CPU), then resumed; the phase ends when every pod is bound and, with
 # --delay-ms, the stand-ins have confirmed every mgpu pod (a gpu-allocated PATCH each). Then its pods
 # are deleted before the next phase. Phases may repeat (--phases mgpu,mgpu,mgpu: churn).
 # Prints per phase: pods/s of each kind (from their PodScheduled times, 1 s resolution); the CPU each process
@@ -23,7 +24,7 @@
 # idle cost keeps falling for minutes after the nodes appear; kube-scheduler's, paused then, and its own
 # start-up, a pause and resume with nothing to schedule, once at the start); the API server's writes to pods
 # and events per pod (its apiserver_request_total), the pod watch events it sent per pod and their bytes, and
-# the TCP connections opened on the machine; the extender's binds, errors and refused connections, the events
+# the TCP connections opened on the machine; kube-scheduler's attempts by result; the extender's binds, errors and refused connections, the events
 # it created or skipped, the cards in use and any card over-committed. On a machine this small every figure,
 # the CPU per pod too, depends on what else runs (more in flight at once costs more each): the script prints
 # the load average.
@@ -135,15 +136,18 @@ metric() {  # sum of the samples of a metric (a regular expression on the whole 
   echo "$1" | awk -v re="^$2 " '$0 ~ re {s += $NF} END {print s + 0}'
 }
 # The API server's count of writes to pods and events so far, one line per verb, resource and subresource
-# ("POST pods/binding 2000"), from its apiserver_request_total.
+# ("POST pods/binding 2000"), from its apiserver_request_total; those it refused with 429 (its priority and
+# fairness queues full: the client tries again after the Retry-After second) on lines of their own ("POST
+# pods/binding-429 120").
 api_writes() {
   admin_get --max-time 5 "$MGPU_CLUSTER_APISERVER/metrics" |
     awk '/^apiserver_request_total\{/ {
       verb = $0; sub(/.*verb="/, "", verb); sub(/".*/, "", verb)
       resource = $0; sub(/.*[{,]resource="/, "", resource); sub(/".*/, "", resource)
       sub_ = $0; sub(/.*subresource="/, "", sub_); sub(/".*/, "", sub_)
+      code = $0; sub(/.*code="/, "", code); sub(/".*/, "", code)
       if (verb ~ /^(POST|PUT|PATCH|DELETE|APPLY)$/ && (resource == "pods" || resource == "events"))
-        n[verb " " resource (sub_ == "" ? "" : "/" sub_)] += $NF
+        n[verb " " resource (sub_ == "" ? "" : "/" sub_) (code == "429" ? "-429" : "")] += $NF
     } END { for (k in n) print k, n[k] }' | sort
 }
 # The pod watch events the API server has sent so far to every watcher, and their bytes ("EVENTS BYTES"):
@@ -162,10 +166,10 @@ writes_since() {
 # TCP connections accepted on this machine so far (every process's: the phase's new connections, each a TLS
 # handshake on both ends).
 tcp_opens() { awk '/^Tcp:/ && ++n == 2 {print $7}' /proc/net/snmp; }
-scheduled() {
+scheduled() {  # [result: scheduled, unschedulable or error]
   local text
   text=$(admin_get --max-time 5 "$scheduler_url/metrics" 2>/dev/null || true)
-  metric "$text" 'scheduler_schedule_attempts_total\{.*result="scheduled".*\}'
+  metric "$text" "scheduler_schedule_attempts_total\\{.*result=\"${1:-scheduled}\".*\\}"
 }
 
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start" >&2
@@ -235,22 +239,27 @@ empty_threads=$(threads_of "$extender_pid")
 empty_connections=$(api_connections)
 
 # 4 GiB of mgpu-memory in the daemons' memoryUnitMiB devices, as the /mutate-memory webhook (not run here)
-# would have rewritten the pods' 4096 MiB.
+# would have rewritten the pods' 4096 MiB; and the profile /mutate-profile gives GPU pods (extender.schedulerName),
+# where the scheduler configuration has it.
 memory_unit=$(awk '/^ *memoryUnitMiB:/ {print $2}' "$state/daemons-config.yaml")
 memory_unit=${memory_unit:-1}
+gpu_profile=$(awk '/^extender:/ {on = 1; next} /^[^ ]/ {on = 0} on && /^  schedulerName:/ {print $2}' \
+  "$state/daemons-config.yaml")
+grep -q "^  - schedulerName: $gpu_profile\$" "$state/scheduler-config.yaml" || gpu_profile=""
 pods_json() {  # mgpu count, plain count
   echo '{"apiVersion":"v1","kind":"List","items":['
   local i first=1
   for ((i = 0; i < $1 + $2; i++)); do
-    local limits='' name=plain-$i
+    local limits='' name=plain-$i profile=''
     if [ $i -lt "$1" ]; then
       limits="\"limits\":{\"mgpu.io/mgpu-core\":\"20\",\"mgpu.io/mgpu-memory\":\"$((4096 / memory_unit))\"},"
       name=gpu-$i
+      [ -z "$gpu_profile" ] || profile="\"schedulerName\":\"$gpu_profile\","
     fi
     [ $first = 1 ] || echo ,
     first=0
     printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s","namespace":"default"},' "$name"
-    printf '"spec":{"containers":[{"name":"main","image":"registry.example/infer:1","resources":{%s"requests":{"cpu":"100m","memory":"1Gi"}}}]}}' "$limits"
+    printf '"spec":{%s"containers":[{"name":"main","image":"registry.example/infer:1","resources":{%s"requests":{"cpu":"100m","memory":"1Gi"}}}]}}' "$profile" "$limits"
   done
   echo ']}'
 }
@@ -282,10 +291,11 @@ profile_phase() {  # phase name
   done
 }
 
-# The configuration cluster.sh wrote, and the same without its extenders: kube-scheduler's default one.
+# The configuration cluster.sh wrote, and the same without its extenders and its percentageOfNodesToScore:
+# kube-scheduler's default one.
 cp "$state/scheduler-config.yaml" "$state/scheduler-config.mgpu.yaml"
-awk '/^extenders:/ {skip = 1; next} /^[^ #-]/ {skip = 0} !skip' "$state/scheduler-config.mgpu.yaml" \
-  >"$state/scheduler-config.default.yaml"
+awk '/^extenders:/ {skip = 1; next} /^[^ #-]/ {skip = 0} /percentageOfNodesToScore:/ {next} !skip' \
+  "$state/scheduler-config.mgpu.yaml" >"$state/scheduler-config.default.yaml"
 ! grep -q '^ *- urlPrefix' "$state/scheduler-config.default.yaml" ||
   die "the scheduler configuration still names an extender once its extenders: list is taken out."
 
@@ -360,6 +370,8 @@ run_phase() {  # name, mgpu pods, plain pods[, default: kube-scheduler without m
   local confirmed_text=""
   [ "$delay_ms" -eq 0 ] || confirmed_text=", $confirmed confirmed $(echo "scale=1; ($end - $bound_at) / 1" | bc) s later"
   echo "  all bound in $(echo "scale=1; ($bound_at - $begin) / 1" | bc) s ($unbound left unbound)$confirmed_text; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  # kube-scheduler's tries (it starts afresh each phase): a pod tried more than once waited in its back-off.
+  echo "  kube-scheduler attempts: $(scheduled) scheduled, $(scheduled unschedulable) unschedulable, $(scheduled error) error"
   [ "$gpu" -eq 0 ] || echo "  mgpu pods:  $(rate gpu-)"
   [ "$cpu" -eq 0 ] || echo "  plain pods: $(rate plain-)"
   local sum=0 line="  CPU per pod, ms:"
