@@ -5,8 +5,6 @@
 #include <cstdio>
 #include <fstream>
 
-#include "common/config.h"
-
 namespace mgpu::bench {
 namespace {
 
@@ -119,7 +117,7 @@ TEST(TopScoredNode, HighestScoreAndWithoutRandomnessOnTies) {
 
 TEST(LoadKubeSchedulerModel, ReadsTheShippedFiles) {
   // As shipped: the extender's choose for GPU pods, its choose-cpu-only for every pod (deciding CPU-only
-  // pods), 10 percent of the nodes for plain pods and kube-scheduler's adaptive sample for GPU pods.
+  // pods), kube-scheduler's adaptive sample of nodes.
   Result<KubeSchedulerModel> m =
       LoadKubeSchedulerModel(std::string(MGPU_DEPLOY_DIR) + "/extender/scheduler-config.yaml");
   ASSERT_TRUE(m.ok()) << m.message();
@@ -131,13 +129,9 @@ TEST(LoadKubeSchedulerModel, ReadsTheShippedFiles) {
   EXPECT_TRUE(m->ExtenderDecides({"mgpu.io/mgpu-core"}));
   EXPECT_TRUE(m->ExtenderDecides({"vke.volcengine.com/mgpu-core"}));
   EXPECT_TRUE(m->ExtenderDecides({}));
-  // Plain pods (the default profile): 10 percent of the nodes; GPU pods' profile: the adaptive default.
-  EXPECT_EQ(m->NumFeasibleNodesToFind(1213), 121);
-  EXPECT_EQ(m->profile_percentages.at("default-scheduler"), 10);
-  ASSERT_TRUE(m->PercentageOf(Config().extender.scheduler_name).ok());
-  EXPECT_EQ(*m->PercentageOf(Config().extender.scheduler_name), 0);
-  EXPECT_EQ(KubeSchedulerModel::NumFeasibleNodesToFind(1213, 0), 497);
+  EXPECT_EQ(m->NumFeasibleNodesToFind(1213), 497);
   // The DRA pods' profile: 15 percent of the nodes, at least minFeasibleNodesToFind (100).
+  EXPECT_EQ(m->profile_percentages.at("default-scheduler"), 0);
   ASSERT_TRUE(m->PercentageOf("mgpu-dra").ok());
   EXPECT_EQ(*m->PercentageOf("mgpu-dra"), 15);
   EXPECT_EQ(KubeSchedulerModel::NumFeasibleNodesToFind(1000, 15), 150);

@@ -14,8 +14,8 @@
 # one run), `plain-default` (plain pods alone under kube-scheduler's default configuration: the same file
 # without its extenders and its percentageOfNodesToScore, swapped in while kube-scheduler is paused, the
 # shipped one back for the next phase; plain pods' rate with and without mgpu in one run, issue 41). In each,
-# kube-scheduler is paused while the phase's pods are created (mgpu pods of 20 percent core and 4 GiB, in the
-# profile the webhook gives GPU pods, plain pods of 100m CPU), then resumed; the phase ends when every pod is bound and, with
+# kube-scheduler is paused while the phase's pods are created (mgpu pods of 20 percent core and 4 GiB, plain
+# pods of 100m CPU), then resumed; the phase ends when every pod is bound and, with
 # --delay-ms, the stand-ins have confirmed every mgpu pod (a gpu-allocated PATCH each). Then its pods
 # are deleted before the next phase. Phases may repeat (--phases mgpu,mgpu,mgpu: churn).
 # Prints per phase: pods/s of each kind (from their PodScheduled times, 1 s resolution); the CPU each process
@@ -23,9 +23,10 @@
 # one lease period of mgpu-api-nodes, right before the phase with its pods created, since the API server's
 # idle cost keeps falling for minutes after the nodes appear; kube-scheduler's, paused then, and its own
 # start-up, a pause and resume with nothing to schedule, once at the start); the API server's writes to pods
-# and events per pod (its apiserver_request_total), the pod watch events it sent per pod and their bytes, and
-# the TCP connections opened on the machine; kube-scheduler's attempts by result; the extender's binds, errors and refused connections, the events
-# it created or skipped, the cards in use and any card over-committed. On a machine this small every figure,
+# and events per pod (its apiserver_request_total; those refused with 429 apart), the pod watch events it sent
+# per pod and their bytes, and the TCP connections opened on the machine; kube-scheduler's attempts by result;
+# the extender's binds, errors and refused connections, the events it created or skipped, the cards in use and
+# any card over-committed. On a machine this small every figure,
 # the CPU per pod too, depends on what else runs (more in flight at once costs more each): the script prints
 # the load average.
 # The extender's memory (RSS, its mgpu_extender_heap_bytes, threads) before the first phase, with each phase's
@@ -239,27 +240,22 @@ empty_threads=$(threads_of "$extender_pid")
 empty_connections=$(api_connections)
 
 # 4 GiB of mgpu-memory in the daemons' memoryUnitMiB devices, as the /mutate-memory webhook (not run here)
-# would have rewritten the pods' 4096 MiB; and the profile /mutate-profile gives GPU pods (extender.schedulerName),
-# where the scheduler configuration has it.
+# would have rewritten the pods' 4096 MiB.
 memory_unit=$(awk '/^ *memoryUnitMiB:/ {print $2}' "$state/daemons-config.yaml")
 memory_unit=${memory_unit:-1}
-gpu_profile=$(awk '/^extender:/ {on = 1; next} /^[^ ]/ {on = 0} on && /^  schedulerName:/ {print $2}' \
-  "$state/daemons-config.yaml")
-grep -q "^  - schedulerName: $gpu_profile\$" "$state/scheduler-config.yaml" || gpu_profile=""
 pods_json() {  # mgpu count, plain count
   echo '{"apiVersion":"v1","kind":"List","items":['
   local i first=1
   for ((i = 0; i < $1 + $2; i++)); do
-    local limits='' name=plain-$i profile=''
+    local limits='' name=plain-$i
     if [ $i -lt "$1" ]; then
       limits="\"limits\":{\"mgpu.io/mgpu-core\":\"20\",\"mgpu.io/mgpu-memory\":\"$((4096 / memory_unit))\"},"
       name=gpu-$i
-      [ -z "$gpu_profile" ] || profile="\"schedulerName\":\"$gpu_profile\","
     fi
     [ $first = 1 ] || echo ,
     first=0
     printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s","namespace":"default"},' "$name"
-    printf '"spec":{%s"containers":[{"name":"main","image":"registry.example/infer:1","resources":{%s"requests":{"cpu":"100m","memory":"1Gi"}}}]}}' "$profile" "$limits"
+    printf '"spec":{"containers":[{"name":"main","image":"registry.example/infer:1","resources":{%s"requests":{"cpu":"100m","memory":"1Gi"}}}]}}' "$limits"
   done
   echo ']}'
 }

@@ -13,8 +13,7 @@
 # each pod before the next arrives. A GPU pod asks its CPU and memory (requests), its mgpu-core (the replay's
 # rounding of gpu_milli, times the cards) and 1 MiB of mgpu-memory per card (the replay constrains no GPU
 # memory; the extender needs some), and is held to its GPU models by nodeSelector or required node affinity
-# on D/gpu.product, and has the profile the webhook gives GPU pods (extender.schedulerName); a CPU-only pod
-# asks only CPU and memory. A GPU pod counts as placed once its node's
+# on D/gpu.product; a CPU-only pod asks only CPU and memory. A GPU pod counts as placed once its node's
 # stand-in (mgpu-api-nodes --confirm-after-ms 1) has confirmed its cards, as a kubelet admits a pod within
 # a second: with nothing confirmed, the extender holds back every later pod asking the same mgpu-memory on
 # other cards of that node (the ambiguity guard, docs/design.md §5), and all of these ask the same. A pod
@@ -95,16 +94,10 @@ api() { curl -s --cacert "$state/pki/ca.crt" --cert "$state/pki/admin.crt" --key
 pods_url=$MGPU_CLUSTER_APISERVER/api/v1/namespaces/default/pods
 label=mgpu.io/gpu.product  # D/gpu.product with deploy/base's resourceDomain
 
-# The kube-scheduler profile the webhook (/mutate-profile, not run here) gives GPU pods: extender.schedulerName
-# of deploy/base's config, where the scheduler configuration has it (else none: the replay does the same).
-gpu_profile=$(awk '/^extender:/ {on = 1; next} /^[^ ]/ {on = 0} on && /^  schedulerName:/ {print $2}' \
-  "$state/daemons-config.yaml")
-grep -q "^  - schedulerName: $gpu_profile\$" "$scheduler_config" || gpu_profile=""
-
 # The pods of the arrivals (lines index,trace_pod,kind,cpu_milli,memory_mib,cards,core,models after the
 # header), one JSON line each, in order: one jq for the whole list, not one a pod.
 pods_jsonl() {
-  tail -n +2 "$1" | jq -cR --arg key "$label" --arg profile "$gpu_profile" '
+  tail -n +2 "$1" | jq -cR --arg key "$label" '
     split(",") as [$index, $trace_pod, $kind, $cpu, $memory, $cards, $core, $models]
     | ($cards | tonumber) as $n
     | {apiVersion: "v1", kind: "Pod",
@@ -119,8 +112,7 @@ pods_jsonl() {
     | if ($m | length) == 1 then .spec.nodeSelector = {($key): $m[0]}
       elif ($m | length) > 1 then .spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
         .nodeSelectorTerms = [{matchExpressions: [{key: $key, operator: "In", values: $m}]}]
-      else . end
-    | if $n > 0 and $profile != "" then .spec.schedulerName = $profile else . end'
+      else . end'
 }
 
 # Nodes that are not Ready or carry a taint (kube-scheduler would not place a pod there).

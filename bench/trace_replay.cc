@@ -40,10 +40,8 @@
 //                                 [--first-seed 42] [--trace-dir DIR] [--threads 2] [--limit N]
 //                                 [--scheduler-config deploy/extender/scheduler-config.yaml]
 //                                 [--gpu-profile NAME]
-// --gpu-profile: GPU pods go to the configuration's profile of that schedulerName (as the webhooks send DRA
-// pods to dra.schedulerName's) and the as-shipped policy samples their nodes by its percentageOfNodesToScore;
-// by default the profile /mutate-profile gives GPU pods (extender.schedulerName's default, mgpu-gpu) where the
-// file has one of that name, else the first.
+// --gpu-profile: GPU pods go to the configuration's profile of that schedulerName (as the webhook sends DRA
+// pods to dra.schedulerName's) and the as-shipped policy samples their nodes by its percentageOfNodesToScore.
 // With --limit, each seed's unallocated GPU % and failed pods by kind at the end of the prefix are printed
 // too (to set beside a real scheduler's run of the same prefix, bench/realcluster_openb.sh).
 //   build/bench/mgpu_trace_replay --export DIR [--traces default] [--seeds 1] [--first-seed 42] [--limit N]
@@ -74,7 +72,6 @@
 
 #include "bench/kube_scheduler_model.h"
 #include "common/allocator.h"
-#include "common/config.h"
 #include "common/defrag.h"
 #include "common/scheduler.h"
 
@@ -1320,20 +1317,16 @@ int Main(int argc, char** argv) {
     std::cerr << kube.message() << "\n";
     return 2;
   }
-  // Without --gpu-profile, GPU pods go where the webhook sends them (extender.schedulerName) when the file has
-  // that profile; in a file without it (the candidates written before it) they stay in the first.
-  const bool profile_named = !gpu_profile.empty();
-  if (!profile_named) gpu_profile = Config().extender.scheduler_name;
-  Result<int32_t> gpu_percentage = kube->PercentageOf(gpu_profile);
-  if (!gpu_percentage.ok() && profile_named) {
-    std::cerr << gpu_percentage.message() << "\n";
-    return 2;
-  }
-  if (gpu_percentage.ok()) {
-    kube->gpu_pod_percentage = *gpu_percentage;
+  if (!gpu_profile.empty()) {
+    Result<int32_t> percentage = kube->PercentageOf(gpu_profile);
+    if (!percentage.ok()) {
+      std::cerr << percentage.message() << "\n";
+      return 2;
+    }
+    kube->gpu_pod_percentage = *percentage;
     std::printf("mgpu-as-shipped: GPU pods in profile %s (percentageOfNodesToScore %d: %d of %zu nodes)\n",
-                gpu_profile.c_str(), *gpu_percentage,
-                KubeSchedulerModel::NumFeasibleNodesToFind(static_cast<int32_t>(nodes.size()), *gpu_percentage),
+                gpu_profile.c_str(), *percentage,
+                KubeSchedulerModel::NumFeasibleNodesToFind(static_cast<int32_t>(nodes.size()), *percentage),
                 nodes.size());
   }
   const auto published = LoadPublished(dir);

@@ -227,7 +227,6 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
     m.Int("leaseDurationSeconds", e.lease_duration_seconds, 2, 3600);
     m.String("tlsCertFile", e.tls_cert_file);
     m.String("tlsKeyFile", e.tls_key_file);
-    m.String("schedulerName", e.scheduler_name);
   });
   r.RejectUnknown();
   if (error.empty() && c.resource_domain.empty()) error = "resourceDomain must not be empty";

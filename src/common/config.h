@@ -126,11 +126,6 @@ struct ExtenderConfig {
   int lease_duration_seconds = 15;
   std::string tls_cert_file;
   std::string tls_key_file;
-  // The kube-scheduler profile the webhook (/mutate-profile) gives pods asking for an mgpu resource, where
-  // their spec.schedulerName is the default's: deploy/extender/scheduler-config.yaml's profile for GPU pods,
-  // which samples kube-scheduler's adaptive share of the nodes while the default profile, the plain pods',
-  // samples fewer (docs/placement.md). Empty: their schedulerName is left as written.
-  std::string scheduler_name = "mgpu-gpu";
 };
 
 struct Config {

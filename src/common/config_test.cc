@@ -59,7 +59,6 @@ extender:
   leaseDurationSeconds: 10
   tlsCertFile: /c.pem
   tlsKeyFile: /k.pem
-  schedulerName: gpu-pods
 )");
   ASSERT_TRUE(c.ok()) << c.message();
   EXPECT_EQ(c->resource_domain, "vke.volcengine.com");
@@ -95,7 +94,6 @@ extender:
   EXPECT_TRUE(c->extender.leader_election);
   EXPECT_EQ(c->extender.lease_name, "ext");
   EXPECT_EQ(c->extender.tls_key_file, "/k.pem");
-  EXPECT_EQ(c->extender.scheduler_name, "gpu-pods");
 }
 
 TEST(Config, RejectsUnknownKeysWithTheirPath) {

@@ -211,30 +211,4 @@ AdmissionReply MutatePodMemory(const std::string& body, const Config& config, co
   return AdmissionAnswer(created.uid, 200, "", patch);
 }
 
-AdmissionReply MutatePodProfile(const std::string& body, const Config& config, const WorkloadLookup& workload) {
-  const CreatedPod created = PodAtCreate(body);
-  if (created.answer) return *created.answer;
-  const json& pod = created.pod;
-  const std::optional<Subject> subject = SubjectOf(pod, "", "Pod", kube::MetadataString(pod, "namespace"));
-  const Result<PodRequest> request =
-      ParsePodRequest(pod, config, ControllerAnnotations(*subject, workload), MemoryCountAtAdmission(pod, config));
-  json patch = json::array();
-  if (request.ok() && request->AsksForGpu()) {
-    SchedulerNamePatch(patch, pod, config.extender.scheduler_name);
-    if (!patch.empty())
-      spdlog::info("pod={} scheduled in profile {}", PodKeyOf(pod), config.extender.scheduler_name);
-  }
-  return AdmissionAnswer(created.uid, 200, "", patch);
-}
-
-void SchedulerNamePatch(json& patch, const json& pod, const std::string& name, const std::string& supersedes) {
-  if (name.empty()) return;
-  const json& now = At(pod, {"spec", "schedulerName"});
-  if (!now.is_null()) {
-    const std::string written = now.is_string() ? now.get<std::string>() : "";
-    if (written != "default-scheduler" && (supersedes.empty() || written != supersedes)) return;
-  }
-  patch.push_back({{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", name}});
-}
-
 }  // namespace mgpu::extender

@@ -36,19 +36,6 @@ AdmissionReply ReviewAdmission(const std::string& body, const Config& config, co
 // validation is refused by the extender's filter in the same words). Other objects pass unchanged.
 AdmissionReply MutatePodMemory(const std::string& body, const Config& config, const WorkloadLookup& workload);
 
-// The mutating webhook (POST /mutate-profile): a Pod at CREATE asking for an mgpu resource is allowed with the
-// patch that gives it extender.schedulerName's kube-scheduler profile (SchedulerNamePatch): in the shipped
-// scheduler configuration, GPU pods' nodes are sampled as kube-scheduler samples by default and plain pods',
-// in the default profile, fewer (docs/placement.md). A pod asking for none, one that breaks a rule (/validate
-// refuses it) and other objects pass unchanged.
-AdmissionReply MutatePodProfile(const std::string& body, const Config& config, const WorkloadLookup& workload);
-
-// Adds to `patch` the operation that gives `pod` the kube-scheduler profile `name`, where the pod's
-// spec.schedulerName is the default's, none, or `supersedes` (another of mgpu's profiles, which `name` takes
-// the place of): any other scheduler or profile is the pod's own choice. Nothing when `name` is empty.
-void SchedulerNamePatch(nlohmann::json& patch, const nlohmann::json& pod, const std::string& name,
-                        const std::string& supersedes = "");
-
 // The AdmissionReview envelope, shared with the DRA webhooks (dra_admission.h): the request of a body that is
 // an admission.k8s.io/v1 AdmissionReview with a request.uid, or the 400 reply saying why not; and the reply
 // to one (`refusal` empty: allowed, with a JSON patch when `patch` is an array of operations).

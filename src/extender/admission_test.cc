@@ -280,35 +280,6 @@ TEST(Admission, MutateMemoryRewritesMiBIntoDevicesOnce) {
   EXPECT_FALSE(answer(Review("apps", "Deployment", deployment)).contains("patch")) << "pods only";
 }
 
-// /mutate-profile: a pod asking for an mgpu resource goes to extender.schedulerName's profile unless it names
-// another scheduler (or the DRA profile, which the DRA webhooks give); a plain pod, a broken one, and every pod
-// when the setting is empty keep theirs.
-TEST(Admission, MutateProfileSendsGpuPodsToTheirProfile) {
-  const auto scheduler_of = [](json pod, const Config& config) {
-    const AdmissionReply reply = MutatePodProfile(Review("", "Pod", pod).dump(), config, {});
-    EXPECT_EQ(reply.status, 200) << reply.body;
-    const json response = json::parse(reply.body)["response"];
-    EXPECT_TRUE(response["allowed"]) << response;
-    return testadmission::Patched(pod, response)["spec"].value("schedulerName", "");
-  };
-  const Config config;
-  EXPECT_EQ(config.extender.scheduler_name, "mgpu-gpu");
-  json pod = PodIn(Pod("small", 30, 1024));
-  EXPECT_EQ(scheduler_of(pod, config), "mgpu-gpu");
-  pod["spec"]["schedulerName"] = "default-scheduler";  // what the API server's defaulting writes
-  EXPECT_EQ(scheduler_of(pod, config), "mgpu-gpu");
-  for (const char* own : {"mgpu-scheduler", "mgpu-dra"}) {
-    pod["spec"]["schedulerName"] = own;
-    EXPECT_EQ(scheduler_of(pod, config), own);
-  }
-  pod["spec"]["schedulerName"] = "default-scheduler";
-  Config unset;
-  unset.extender.scheduler_name = "";
-  EXPECT_EQ(scheduler_of(pod, unset), "default-scheduler");
-  EXPECT_EQ(scheduler_of(PodIn(Pod("plain", 0, 0)), config), "");
-  EXPECT_EQ(scheduler_of(PodIn(Pod("greedy", 150, 1024)), config), "") << "broken: /validate refuses it";
-}
-
 // Over the extender's server, whether or not its cache is ready (the webhook needs none).
 TEST(Admission, ServedAtValidateEvenBeforeTheCacheIsReady) {
   ClusterCache cache{Config()};
@@ -329,10 +300,6 @@ TEST(Admission, ServedAtValidateEvenBeforeTheCacheIsReady) {
                              "application/json");
   ASSERT_TRUE(mutated);
   EXPECT_EQ(json::parse(mutated->body)["response"].value("patchType", ""), "JSONPatch");
-  auto profiled = client.Post("/mutate-profile", Review("", "Pod", PodIn(Pod("small", 30, 1024))).dump(),
-                              "application/json");
-  ASSERT_TRUE(profiled);
-  EXPECT_EQ(json::parse(profiled->body)["response"].value("patchType", ""), "JSONPatch");
   auto bad = client.Post("/validate", "{", "application/json");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);

@@ -30,11 +30,13 @@ void AddAnnotations(json& patch, const json& pod, const Annotations& values) {
     patch.push_back({{"op", "add"}, {"path", "/metadata/annotations/" + PointerToken(key)}, {"value", value}});
 }
 
-// Gives the pod dra.schedulerName's profile in place of the default one, none, or the one /mutate-profile
-// gives GPU pods (the webhooks may run in either order): other schedulers and profiles are the pod's own
-// choice.
+// Gives the pod dra.schedulerName's profile, when it names the default one (or none): other schedulers and
+// profiles are the pod's own choice.
 void SetSchedulerName(json& patch, const json& pod, const Config& config) {
-  SchedulerNamePatch(patch, pod, config.dra.scheduler_name, config.extender.scheduler_name);
+  if (config.dra.scheduler_name.empty()) return;
+  const json* name = FindPath(pod, {"spec", "schedulerName"});
+  if (name && !(name->is_string() && name->get<std::string>() == "default-scheduler")) return;
+  patch.push_back({{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", config.dra.scheduler_name}});
 }
 
 }  // namespace

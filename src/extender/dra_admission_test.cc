@@ -306,7 +306,7 @@ TEST(DraClaimMutation, WholeCardsThroughTheExtendedResourceAreCountedToo) {
 }
 
 // Both webhooks send the pods they give D/dra-gpu to dra.schedulerName's profile, unless the pod names another
-// scheduler (/mutate-profile's GPU profile is replaced: the webhooks run in either order); with the setting empty, the pod's schedulerName is left alone.
+// scheduler; with the setting empty, the pod's schedulerName is left alone.
 TEST(DraMutation, DraPodsGoToTheDraProfile) {
   const auto scheduler_of = [](json pod, const Config& config, bool by_hand) {
     Written written;
@@ -321,8 +321,6 @@ TEST(DraMutation, DraPodsGoToTheDraProfile) {
     json pod = by_hand ? HandWrittenPod() : OnlinePod();
     EXPECT_EQ(scheduler_of(pod, config, by_hand), "mgpu-dra");
     pod["spec"]["schedulerName"] = "default-scheduler";  // what the API server's defaulting writes
-    EXPECT_EQ(scheduler_of(pod, config, by_hand), "mgpu-dra");
-    pod["spec"]["schedulerName"] = config.extender.scheduler_name;  // /mutate-profile ran first
     EXPECT_EQ(scheduler_of(pod, config, by_hand), "mgpu-dra");
     pod["spec"]["schedulerName"] = "mgpu-scheduler";
     EXPECT_EQ(scheduler_of(pod, config, by_hand), "mgpu-scheduler");

@@ -152,9 +152,6 @@ Status HttpServer::Start(const std::string& address, const ExtenderConfig& confi
   s.Post("/mutate-memory", admission("mutate-memory", [this](const std::string& body) {
            return MutatePodMemory(body, cache_.config(), workload_);
          }));
-  s.Post("/mutate-profile", admission("mutate-profile", [this](const std::string& body) {
-           return MutatePodProfile(body, cache_.config(), workload_);
-         }));
   s.Post("/mutate", admission("mutate", [this](const std::string& body) {
            return MutatePodForDra(body, cache_.config(), workload_, templates_);
          }));

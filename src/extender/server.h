@@ -1,8 +1,8 @@
 // The extender's HTTP server (cpp-httplib, a thread pool): POST /filter, /choose, /prioritize, /bind,
 // /preempt (kube-scheduler's JSON contract: 200 with Error set for scheduling errors, 400 for malformed
-// requests, 413 for bodies over extender.max_body_bytes), POST /validate, /mutate-memory and /mutate-profile
-// (the admission webhooks, admission.h, which need no cache and answer whether ready or not), POST /mutate and
-// /validate-claims (the DRA mode's webhooks, dra_admission.h, likewise) and GET /healthz, /readyz, /metrics, /v1/nodes. While `ready` is false
+// requests, 413 for bodies over extender.max_body_bytes), POST /validate and /mutate-memory (the admission
+// webhooks, admission.h, which need no cache and answer whether ready or not), POST /mutate and /validate-claims (the DRA mode's
+// webhooks, dra_admission.h, likewise) and GET /healthz, /readyz, /metrics, /v1/nodes. While `ready` is false
 // the verbs refuse (filter, choose and bind with Error set, prioritize and preempt with 503). A handler never
 // throws out of the server: an unexpected exception is answered 500 and logged. Connections are bounded as
 // common/http_server.h says, by extender.httpWorkers, httpRequestTimeoutMs and httpConnectionsPerClient.

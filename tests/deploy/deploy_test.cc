@@ -407,25 +407,8 @@ TEST_F(Deploy, SchedulerConfigsMatchWhatTheExtenderServesAndThePluginRegisters) 
     ASSERT_TRUE(profiles.count(config.dra.scheduler_name))
         << "dra.schedulerName " << config.dra.scheduler_name << " is no profile: DRA pods would stay pending";
     EXPECT_TRUE(profiles[config.dra.scheduler_name].contains("percentageOfNodesToScore"));
-    // Plain pods, in the default profile, look at fewer nodes than GPU pods in theirs (docs/placement.md).
-    EXPECT_TRUE(profiles["default-scheduler"].contains("percentageOfNodesToScore"));
-    EXPECT_FALSE(s.doc.contains("percentageOfNodesToScore")) << "GPU pods sample kube-scheduler's default share";
   }
   EXPECT_TRUE(replacement_found);
-  // In either mode a scheduler with the extender serves the profile /mutate-profile gives GPU pods
-  // (extender.schedulerName), or they would stay pending; the GPU profile samples as kube-scheduler does by
-  // default.
-  ASSERT_FALSE(config.extender.scheduler_name.empty());
-  for (const SchedulerConfig& s : schedulers) {
-    SCOPED_TRACE(s.where);
-    bool served = false;
-    for (const json& p : s.doc.value("profiles", json::array())) {
-      if (p.value("schedulerName", "") != config.extender.scheduler_name) continue;
-      served = true;
-      EXPECT_FALSE(p.contains("percentageOfNodesToScore"));
-    }
-    EXPECT_TRUE(served) << "extender.schedulerName " << config.extender.scheduler_name << " is no profile";
-  }
 
   for (const SchedulerConfig& s : schedulers) {
     SCOPED_TRACE(s.where);
@@ -787,7 +770,7 @@ TEST_F(Deploy, AdmissionWebhookIsSafeAndReachesTheExtender) {
 TEST_F(Deploy, MemoryWebhookRewritesEveryGpuPodAndBlocksNothingElse) {
   const Object* config = Find("MutatingWebhookConfiguration", "", "mgpu-scheduler-extender");
   ASSERT_TRUE(config);
-  ASSERT_EQ(config->doc["webhooks"].size(), 2u);
+  ASSERT_EQ(config->doc["webhooks"].size(), 1u);
   const json& w = config->doc["webhooks"][0];
   EXPECT_EQ(w["failurePolicy"], "Fail");
   EXPECT_EQ(w["sideEffects"], "None");
@@ -805,19 +788,6 @@ TEST_F(Deploy, MemoryWebhookRewritesEveryGpuPodAndBlocksNothingElse) {
   for (const std::string& domain : {Config().resource_domain, std::string("vke.volcengine.com")})
     EXPECT_NE(expression.find("'" + domain + "/mgpu-memory'"), std::string::npos) << domain;
   EXPECT_EQ(expression.find("mgpu-core"), std::string::npos) << "only mgpu-memory needs the rewrite";
-
-  // The second gives every pod asking for an mgpu resource its profile (docs/placement.md), and fails open:
-  // without it a GPU pod keeps the default profile, which the extender serves too.
-  const json& profile = config->doc["webhooks"][1];
-  EXPECT_EQ(profile["failurePolicy"], "Ignore");
-  EXPECT_EQ(profile["sideEffects"], "None");
-  EXPECT_EQ(profile["clientConfig"]["service"]["path"], "/mutate-profile");
-  EXPECT_EQ(profile["rules"], w["rules"]);
-  const Object* validating = Find("ValidatingWebhookConfiguration", "", "mgpu-scheduler-extender");
-  ASSERT_TRUE(validating);
-  EXPECT_EQ(profile["matchConditions"], validating->doc["webhooks"][0]["matchConditions"])
-      << "the pods sent are those /validate judges";
-  EXPECT_EQ(profile["namespaceSelector"], validating->doc["webhooks"][0]["namespaceSelector"]);
 }
 
 // deploy/dra/ (docs/dra.md §7): the node daemon runs in DRA mode with a config that says so, on DRA nodes
