@@ -167,10 +167,10 @@ writes_since() {
 # TCP connections accepted on this machine so far (every process's: the phase's new connections, each a TLS
 # handshake on both ends).
 tcp_opens() { awk '/^Tcp:/ && ++n == 2 {print $7}' /proc/net/snmp; }
-scheduled() {  # [result: scheduled, unschedulable or error]
-  local text
-  text=$(admin_get --max-time 5 "$scheduler_url/metrics" 2>/dev/null || true)
-  metric "$text" "scheduler_schedule_attempts_total\\{.*result=\"${1:-scheduled}\".*\\}"
+scheduled() {  # [kube-scheduler's metrics text, else fetched] [result: scheduled, unschedulable or error]
+  local text=${1:-}
+  [ -n "$text" ] || text=$(admin_get --max-time 5 "$scheduler_url/metrics" 2>/dev/null || true)
+  metric "$text" "scheduler_schedule_attempts_total\\{.*result=\"${2:-scheduled}\".*\\}"
 }
 
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start" >&2
@@ -367,7 +367,9 @@ run_phase() {  # name, mgpu pods, plain pods[, default: kube-scheduler without m
   [ "$delay_ms" -eq 0 ] || confirmed_text=", $confirmed confirmed $(echo "scale=1; ($end - $bound_at) / 1" | bc) s later"
   echo "  all bound in $(echo "scale=1; ($bound_at - $begin) / 1" | bc) s ($unbound left unbound)$confirmed_text; load average $(cut -d' ' -f1-3 /proc/loadavg)"
   # kube-scheduler's tries (it starts afresh each phase): a pod tried more than once waited in its back-off.
-  echo "  kube-scheduler attempts: $(scheduled) scheduled, $(scheduled unschedulable) unschedulable, $(scheduled error) error"
+  local tries
+  tries=$(admin_get --max-time 5 "$scheduler_url/metrics" 2>/dev/null || true)
+  echo "  kube-scheduler attempts: $(scheduled "$tries") scheduled, $(scheduled "$tries" unschedulable) unschedulable, $(scheduled "$tries" error) error"
   [ "$gpu" -eq 0 ] || echo "  mgpu pods:  $(rate gpu-)"
   [ "$cpu" -eq 0 ] || echo "  plain pods: $(rate plain-)"
   local sum=0 line="  CPU per pod, ms:"
