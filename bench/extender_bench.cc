@@ -512,10 +512,10 @@ void BM_PrioritizeFullNodes(benchmark::State& state) { PrioritizeRequest(state, 
 
 // The cluster's free core per GPU model, summed from the cache's view each time the extender publishes its
 // workload model (every 16 new pods).
-void BM_FreeCoreByProduct(benchmark::State& state) {
+void BM_ClusterFree(benchmark::State& state) {
   Cluster& c = ClusterOf(static_cast<int>(state.range(0)));
   const std::shared_ptr<const ClusterView> view = c.cache.Snapshot();
-  for (auto _ : state) benchmark::DoNotOptimize(view->FreeCoreByProduct());
+  for (auto _ : state) benchmark::DoNotOptimize(view->Free());
   state.counters["nodes"] = static_cast<double>(c.nodes);
 }
 
@@ -690,7 +690,7 @@ BENCHMARK(BM_FilterCacheBlocked)->Apply(Sizes);
 BENCHMARK(BM_PrioritizeCache)->Apply(Sizes);
 BENCHMARK(BM_FilterFullNodes)->Apply(Sizes);
 BENCHMARK(BM_PrioritizeFullNodes)->Apply(Sizes);
-BENCHMARK(BM_FreeCoreByProduct)->Apply(Sizes);
+BENCHMARK(BM_ClusterFree)->Apply(Sizes);
 BENCHMARK(BM_ExtenderArgsParseFullNodes)->Apply(Sizes);
 BENCHMARK(BM_SimdjsonOnDemandFullNodes)->Apply(Sizes);
 BENCHMARK(BM_SimdjsonDomFullNodes)->Apply(Sizes);

@@ -538,15 +538,18 @@ Packed PackOffline(const std::vector<TraceNode>& trace_nodes, std::vector<TraceP
   std::vector<SimNode> nodes = EmptyCluster(trace_nodes);
   WorkloadModel workload(1.0);
   for (const TracePod& p : pods) workload.Observe(RequestOf(p));
-  std::map<std::string, double, std::less<>> free_core;
-  for (const SimNode& n : nodes) free_core[n.gpu.product] += 100.0 * n.trace->gpus;
+  // The free core per model, kept as pods are placed, and no list of the nodes: this reference sets its
+  // cluster at every pod, where a list of the 1,213 nodes would cost many times the rest, so its model has
+  // no multi-card shape's host pressure (WorkloadModel::SetClusterFree).
+  ClusterFree cluster;
+  for (const SimNode& n : nodes) cluster.core[n.gpu.product] += 100.0 * n.trace->gpus;
   Packed out;
   Placement placed;
   double allocated = 0;
   for (const TracePod& p : pods) {
     PodRequest req = RequestOf(p);
     req.card_policy = CardPolicy::kFragmentation;
-    workload.SetClusterFree(free_core);
+    workload.SetClusterFree(cluster);
     SimNode* pick = nullptr;
     double best = INFINITY;
     for (SimNode& n : nodes) {
@@ -561,7 +564,7 @@ Packed PackOffline(const std::vector<TraceNode>& trace_nodes, std::vector<TraceP
     }
     Bind(*pick, p, req, req.AsksForGpu() ? ChooseCards(pick->gpu, req, &workload) : Assignment{});
     allocated += GpusOf(p);
-    free_core[pick->gpu.product] -= 100.0 * GpusOf(p);
+    cluster.core[pick->gpu.product] -= 100.0 * GpusOf(p);
   }
   out.allocated = allocated * 100.0 / total_gpus;
   return out;
@@ -608,7 +611,14 @@ class Scheduler {
     if (policy == Policy::kSpread) node_policy_ = NodePolicy::kSpread;
     if (policy == Policy::kFragmentation || policy == Policy::kAsShipped || dra_)
       node_policy_ = NodePolicy::kFragmentation;
-    for (const SimNode& n : nodes_) free_core_[n.gpu.product] += 100.0 * n.trace->gpus;
+  }
+
+  // What every node has left, as the workload model reads the cluster (ModelPublisher, when it publishes).
+  ClusterFree Cluster() const {
+    ClusterFree out;
+    out.nodes.reserve(nodes_.size());
+    for (const SimNode& n : nodes_) out.Add(n.gpu);
+    return out;
   }
 
   // The request `p` stands for under this policy (`uid`: learned once; empty: every time).
@@ -635,7 +645,7 @@ class Scheduler {
       if (dra_) return ScheduleDra(p, req, cards);
       return Extend(p, req, cards);
     }
-    const ModelPublisher::Published model = publisher_.Observe(req, [this] { return free_core_; });
+    const ModelPublisher::Published model = publisher_.Observe(req, [this] { return Cluster(); });
     const WorkloadModel* workload = model.model.get();
     scores_.clear();
     for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -665,10 +675,8 @@ class Scheduler {
     if (dra_) return BindFirstFit(pick, p, req, cards) ? pick : SIZE_MAX;
     SimNode& n = nodes_[pick];
     Result<Assignment> chosen = Assignment{};
-    if (req.AsksForGpu()) {
+    if (req.AsksForGpu())
       chosen = policy_ == Policy::kRandom ? RandomCard(n.gpu, req, rng_) : ChooseCards(n.gpu, req, workload);
-      free_core_[n.gpu.product] -= 100.0 * GpusOf(p);
-    }
     Bind(n, p, req, chosen);
     cards = chosen.ok() ? std::move(*chosen) : Assignment{};
     return pick;
@@ -682,7 +690,6 @@ class Scheduler {
         std::cerr << "internal error: pod " << p.name << " does not hold its cards\n";
         std::exit(1);
       }
-      free_core_[n.gpu.product] += 100.0 * GpusOf(p);
     }
     n.cpu_left += p.cpu_milli;
     n.memory_left += p.memory_mib;
@@ -696,7 +703,6 @@ class Scheduler {
   void Put(size_t node, const TracePod& p, const PodRequest& req, const Assignment& cards) {
     SimNode& n = nodes_[node];
     Bind(n, p, req, cards);
-    if (req.AsksForGpu()) free_core_[n.gpu.product] -= 100.0 * GpusOf(p);
   }
 
   const WorkloadModel* model() const { return publisher_.Current().model.get(); }
@@ -708,7 +714,7 @@ class Scheduler {
     candidates_.clear();
     for (size_t i : feasible_) candidates_.push_back(&nodes_[i].gpu);
     Result<Scheduled> scheduled = ScheduleOne(
-        candidates_, req, publisher_, [this] { return free_core_; },
+        candidates_, req, publisher_, [this] { return Cluster(); },
         /*with_reasons=*/false, random_pick_, placed_);
     if (!scheduled.ok()) {
       std::cerr << "internal error: chosen node cannot take the pod: " << scheduled.message() << "\n";
@@ -717,7 +723,6 @@ class Scheduler {
     if (scheduled->node == Scheduled::kNowhere) return SIZE_MAX;
     const size_t pick = feasible_[scheduled->node];
     SimNode& n = nodes_[pick];
-    if (req.AsksForGpu()) free_core_[n.gpu.product] -= 100.0 * GpusOf(p);
     BindHost(n, p);
     cards = std::move(scheduled->assignment);
     return pick;
@@ -755,7 +760,6 @@ class Scheduler {
     if (req.AsksForGpu()) {
       if (!Place(n.gpu, req, publisher_.Current().model.get(), placed_)) return SIZE_MAX;
       chosen = ChooseCards(n.gpu, req, publisher_.Current().model.get());
-      free_core_[n.gpu.product] -= 100.0 * GpusOf(p);
     }
     Bind(n, p, req, chosen);
     cards = chosen.ok() ? std::move(*chosen) : Assignment{};
@@ -780,7 +784,7 @@ class Scheduler {
   // DRA with mgpu's prioritize: the extender's decisions and scores over the feasible nodes pick the node,
   // then kube-scheduler's allocator takes the first cards there that fit.
   size_t ScheduleDra(const TracePod& p, const PodRequest& req, Assignment& cards) {
-    const ModelPublisher::Published model = publisher_.Observe(req, [this] { return free_core_; });
+    const ModelPublisher::Published model = publisher_.Observe(req, [this] { return Cluster(); });
     std::vector<NodeDecision> decisions;
     decisions.reserve(candidates_.size());
     for (const NodeState* node : candidates_)
@@ -808,7 +812,6 @@ class Scheduler {
         req.AsksForGpu() ? FirstFitCards(n.gpu, req, DeviceOrder(n.gpu, policy_ == Policy::kDraFullestFirst))
                          : Result<Assignment>(Assignment{});
     if (!chosen.ok()) return false;
-    if (req.AsksForGpu()) free_core_[n.gpu.product] -= 100.0 * GpusOf(p);
     Bind(n, p, req, chosen);
     cards = std::move(*chosen);
     return true;
@@ -823,7 +826,6 @@ class Scheduler {
   std::vector<SimNode>& nodes_;
   std::mt19937_64& rng_;
   ModelPublisher publisher_;
-  FreeCoreByProduct free_core_;
   std::vector<size_t> feasible_, best_;
   std::vector<NodeState*> candidates_;  // mgpu policies: the nodes whose CPU, memory and GPU model fit
   std::vector<int64_t> scores_;

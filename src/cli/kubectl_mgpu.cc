@@ -333,8 +333,7 @@ std::string CardList(const NodeState& node, const Assignment& cards) {
 // The diagnosis of a GPU pod that parsed, with a fresh model that has learned it (as why's filter runs).
 Unblocking DiagnosePod(const ClusterView& view, const PodRequest& pod) {
   ModelPublisher model;
-  const ModelPublisher::Published published =
-      model.Observe(pod, [&view] { return view.FreeCoreByProduct(); });
+  const ModelPublisher::Published published = model.Observe(pod, [&view] { return view.Free(); });
   return Diagnose(view, pod, published.model.get());
 }
 

@@ -196,21 +196,12 @@ std::vector<const NodeView*> ClusterView::Nodes() const {
   return out;
 }
 
-std::map<std::string, double, std::less<>> ClusterView::FreeCoreByProduct() const {
-  std::map<std::string, double, std::less<>> out;
-  std::vector<int> core;
-  const std::string* product = nullptr;  // nodes of one model mostly come together
-  double* free = nullptr;
+ClusterFree ClusterView::Free() const {
+  ClusterFree out;
+  out.nodes.reserve(count_);
   for (const auto& block : blocks_) {
-    for (const auto& view : *block) {
-      if (!view || !view->problem.empty()) continue;
-      if (!product || *product != view->state.product) {
-        product = &view->state.product;
-        free = &out[*product];
-      }
-      FreeCore(view->state, nullptr, core);
-      for (int c : core) *free += c;
-    }
+    for (const auto& view : *block)
+      if (view && view->problem.empty()) out.Add(view->state);
   }
   return out;
 }

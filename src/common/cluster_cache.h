@@ -101,9 +101,8 @@ class ClusterView {
   size_t SlotCount() const { return blocks_.size() * kBlockSize; }
   // Every node, in name order.
   std::vector<const NodeView*> Nodes() const;
-  // The free core (FreeCore, summed) of the usable nodes per D/gpu.product value, for
-  // WorkloadModel::SetClusterFree.
-  std::map<std::string, double, std::less<>> FreeCoreByProduct() const;
+  // What the usable nodes have left, for WorkloadModel::SetClusterFree (products point into this view).
+  ClusterFree Free() const;
 
  private:
   friend class ClusterCache;

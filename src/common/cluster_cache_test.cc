@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -376,9 +377,16 @@ TEST_F(CacheTest, FreeCoreIsSummedPerGpuProduct) {
   cache_.UpsertNode(NodeOf(Node("c", 1, 16384, "G2")));
   cache_.UpsertPod(PodOf(Placed(Pod("p", 30, 1000), "a", names_.gpu_allocated, OneCard("a-gpu0", 30, 1000))));
   using Free = std::map<std::string, double, std::less<>>;
-  EXPECT_EQ(cache_.Snapshot()->FreeCoreByProduct(), (Free{{"Tesla-T4", 270}, {"G2", 100}}));
+  const auto view = cache_.Snapshot();
+  const ClusterFree free = view->Free();
+  EXPECT_EQ(free.core, (Free{{"Tesla-T4", 270}, {"G2", 100}}));
+  ASSERT_EQ(free.nodes.size(), 3u);  // what each node has left, for the multi-card shapes' hosts
+  std::vector<std::vector<int>> cards;
+  for (const NodeFree& node : free.nodes) cards.push_back(node.core);
+  std::sort(cards.begin(), cards.end());
+  EXPECT_EQ(cards, (std::vector<std::vector<int>>{{70, 100}, {100}, {100}}));
   cache_.DeleteNode("c");
-  EXPECT_EQ(cache_.Snapshot()->FreeCoreByProduct(), (Free{{"Tesla-T4", 270}}));
+  EXPECT_EQ(cache_.Snapshot()->Free().core, (Free{{"Tesla-T4", 270}}));
 }
 
 TEST_F(CacheTest, AmbiguityGuardWaitsForTheEarlierPodToBeAllocated) {

@@ -16,8 +16,7 @@ FilterVerdicts FilterPod(const ClusterView& view, const std::vector<std::string>
     for (size_t i = 0; i < names.size(); ++i) result.passed.push_back(i);
     return result;
   }
-  const ModelPublisher::Published published =
-      model.Observe(*pod, [&view] { return view.FreeCoreByProduct(); });
+  const ModelPublisher::Published published = model.Observe(*pod, [&view] { return view.Free(); });
   const std::vector<const NodeView*> nodes = view.Usable(names);
   const std::string no_plugin = "no mgpu-device-plugin (no " + config.Names().gpu_inventory + " annotation)";
   const std::string dra_node = "cards served through DRA (" + config.Names().gpu_dra_inventory + ")";

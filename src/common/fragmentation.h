@@ -18,7 +18,11 @@
 // go anywhere should leave it to them. Given the free core per model (SetClusterFree), a model's pressure is
 // the share of its free core the bound shapes are expected to claim, and a node's free core is worth that
 // much more (bench/RESULTS.md: 7.5 -> 4.2 % on the gpuspec20 trace, where unbound pods had filled the T4
-// nodes). Pure: no I/O, no clocks; decay counts observations.
+// nodes). Likewise for the nodes a multi-card shape needs whole: given every node's free cards, CPU and
+// memory, a shape's host pressure is the nodes its share of the demand is expected to claim over the nodes
+// that could take it now, and a node that could take it is worth keeping so (bench/RESULTS.md: multi-GPU
+// pods failing on the openb lists, 6 -> 3 a seed on the default one). Pure: no I/O, no clocks; decay counts
+// observations.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +42,14 @@ struct NodeFree {
   int64_t cpu_milli = -1;    // unrequested CPU; negative: unknown (never short)
   int64_t memory_mib = -1;   // unrequested host memory; negative: unknown
   std::string_view product;  // the node's D/gpu.product value
+};
+
+// The cluster as the workload model reads it: the free core (FreeCore, summed) per D/gpu.product value, and
+// what each node has left (products point into the caller's nodes).
+struct ClusterFree {
+  std::map<std::string, double, std::less<>> core;
+  std::vector<NodeFree> nodes;
+  void Add(const NodeState& node);  // FreeOf(node), counted in both
 };
 
 class WorkloadModel {
@@ -60,9 +72,11 @@ class WorkloadModel {
   double Fragmentation(const NodeFree& free) const;
   double Fragmentation(const NodeState& node) const;
 
-  // The cluster's free core (FreeCore, summed) per D/gpu.product value. With it, free core of a model that
-  // the shapes bound to it are expected to claim counts as worth keeping (see Pressure).
-  void SetClusterFree(std::map<std::string, double, std::less<>> free_by_product);
+  // The cluster's free core per product: free core of a model that the shapes bound to it are expected to
+  // claim counts as worth keeping (see Pressure). And its nodes (read during the call only): a node that
+  // could take a multi-card shape, while too few could, counts as worth keeping for it (see SetPressure);
+  // without them (an empty list) that is never the case.
+  void SetClusterFree(const ClusterFree& cluster);
   // The share of the model's free core that shapes which may use it only among their listed models are
   // expected to claim: each such shape's share of the demand, taken as the cluster's free core, spread over
   // its models by their free core. 0 before SetClusterFree.
@@ -76,6 +90,9 @@ class WorkloadModel {
     int64_t memory_mib;
     std::vector<std::string> models;  // empty: any
     double weight;                    // unaged; divide by total_ (normalised in Table::multi)
+    size_t index = 0;                 // in Table::multi: the shape's place in shapes_
+    int hosts = -1;                   // multi-card shapes: the nodes that could take one (-1: not known)
+    double host_pressure = 0;         // in Table::multi: see SetPressure
   };
   // The shapes as seen from nodes of one GPU model, for O(cards · multi-card shapes) evaluation.
   struct Table {
@@ -107,6 +124,9 @@ class WorkloadModel {
   double core_weight_ = 0;           // the shapes' total weight of core (unaged)
   std::map<std::string, double, std::less<>> cluster_free_;
 };
+
+// What `node` has left (product points into it).
+NodeFree FreeOf(const NodeState& node);
 
 // Online core each card can still hand out, in card order: 0 for unhealthy cards and cards held whole.
 // `usage` (parallel to node.cards) replaces the cards' own usage when given; `out` is overwritten.

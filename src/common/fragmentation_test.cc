@@ -117,13 +117,13 @@ TEST(Fragmentation, PressureIsTheShareOfAModelsFreeCoreItsBoundShapesClaim) {
   w.Observe(Online(50));
   EXPECT_EQ(w.Pressure("T4"), 0);  // no cluster view yet
   // 1,200 free: T4 only claims a third of it from T4's 300; T4-or-V100 a third from 600, half on each.
-  w.SetClusterFree({{"T4", 300}, {"V100", 300}, {"G2", 600}});
+  w.SetClusterFree({{{"T4", 300}, {"V100", 300}, {"G2", 600}}, {}});
   EXPECT_DOUBLE_EQ(w.Pressure("T4"), 400.0 / 300 + 400.0 / 600);
   EXPECT_DOUBLE_EQ(w.Pressure("V100"), 400.0 / 600);
   EXPECT_EQ(w.Pressure("G2"), 0);
   EXPECT_EQ(w.Pressure("A100"), 0);
   // More T4 left, less pressure on it.
-  w.SetClusterFree({{"T4", 900}, {"V100", 300}, {"G2", 600}});
+  w.SetClusterFree({{{"T4", 900}, {"V100", 300}, {"G2", 600}}, {}});
   EXPECT_DOUBLE_EQ(w.Pressure("T4"), 600.0 / 900 + 600.0 / 1200);
   w.Observe(Online(50));  // learning more keeps the cluster view
   EXPECT_GT(w.Pressure("T4"), 0);
@@ -144,7 +144,7 @@ TEST(Fragmentation, UnboundPodsLeaveAPressedModelToThePodsBoundToIt) {
   const PodRequest any = Online(50);
   EXPECT_LT(test::CostOf(on_t4, any, NodePolicy::kFragmentation, &w),
             test::CostOf(on_g2, any, NodePolicy::kFragmentation, &w));
-  w.SetClusterFree({{"T4", 50}, {"G2", 10000}});
+  w.SetClusterFree({{{"T4", 50}, {"G2", 10000}}, {}});
   EXPECT_GT(test::CostOf(on_t4, any, NodePolicy::kFragmentation, &w),
             test::CostOf(on_g2, any, NodePolicy::kFragmentation, &w));
 }
@@ -158,13 +158,48 @@ TEST(Fragmentation, AtFullPressureEveryCoreTakenFromTheModelCountsAsLost) {
   t4.gpu_models = {"T4"};
   w.Observe(t4);
   w.Observe(Online(50));
-  w.SetClusterFree({{"T4", 100}, {"G2", 10000}});
+  w.SetClusterFree({{{"T4", 100}, {"G2", 10000}}, {}});
   ASSERT_GE(w.Pressure("T4"), 1);
   // A 50 % pod leaves 50 % that the shapes fill: only the pressure term moves.
   EXPECT_DOUBLE_EQ(w.Fragmentation(Free({50}, -1, -1, "T4")) - w.Fragmentation(Free({100}, -1, -1, "T4")),
                    50);
   EXPECT_DOUBLE_EQ(w.Fragmentation(Free({50}, -1, -1, "G2")) - w.Fragmentation(Free({100}, -1, -1, "G2")),
                    -25);  // a G2 card is lost to the T4-bound half of the workload
+}
+
+// A rare 8-card shape among one-card pods: breaking into a node that could take it costs the shape's small
+// weight while many nodes could; once its share of the demand would fill every node that still could, such a
+// node is worth its cards (issue 41: on openb the 8-card pods failed where one-card pods had broken into the
+// last nodes with 8 free cards).
+TEST(Fragmentation, TheLastNodesAMultiCardShapeNeedsAreWorthKeeping) {
+  WorkloadModel w(1.0);
+  for (int i = 0; i < 99; ++i) w.Observe(Online(100));
+  w.Observe(Online(800, 8));
+  const NodeFree whole = Free(std::vector<int>(8, 100), -1);
+  NodeFree broken = whole, more_broken = whole;
+  broken.core[0] = 0;
+  more_broken.core[0] = more_broken.core[1] = 0;
+  const auto breaking = [&] { return w.Fragmentation(broken) - w.Fragmentation(whole); };
+  const auto breaking_more = [&] { return w.Fragmentation(more_broken) - w.Fragmentation(broken); };
+  EXPECT_DOUBLE_EQ(breaking(), 0.01 * 700);  // the node's 700 lost to a hundredth of the pods
+  const double before = breaking_more();
+  const auto cluster = [](int whole_nodes, int broken_nodes) {
+    ClusterFree c;
+    for (int i = 0; i < whole_nodes + broken_nodes; ++i) {
+      NodeState node = test::Node("n" + std::to_string(i), 8, 24576);
+      if (i >= whole_nodes) node.cards[0].usage.core = 100;
+      c.Add(node);
+    }
+    return c;
+  };
+  w.SetClusterFree(cluster(100, 0));  // the shape's share would fill 7.5 of the 100 that could take it
+  const double plenty = breaking();
+  EXPECT_GT(plenty, 0.01 * 700);
+  w.SetClusterFree(cluster(1, 99));  // ... 6.6 nodes, and one could
+  EXPECT_GT(breaking(), plenty + 30);
+  EXPECT_DOUBLE_EQ(breaking_more(), before);  // a node that could not take it already is not worth more
+  w.SetClusterFree(ClusterFree{{{"", 70100}}, {}});  // the nodes not known: as before
+  EXPECT_DOUBLE_EQ(breaking(), 0.01 * 700);
 }
 
 // A publisher learns pod by pod and builds the tables when it publishes: the published model decides exactly
@@ -178,7 +213,7 @@ TEST(Fragmentation, LearnedShapesCountOnceTheClusterIsSet) {
     observed.Observe(pod);
     learned.Learn(pod);
   }
-  const std::map<std::string, double, std::less<>> free = {{"T4", 300}, {"V100", 900}};
+  const ClusterFree free{{{"T4", 300}, {"V100", 900}}, {}};
   observed.SetClusterFree(free);
   learned.SetClusterFree(free);
   for (const NodeFree& node : {Free({53, 68}, 8000), Free({19, 100}, -1), Free({36}, 500)}) {

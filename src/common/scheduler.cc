@@ -4,21 +4,17 @@
 
 namespace mgpu {
 
-FreeCoreByProduct ClusterFreeCore(const std::vector<NodeState>& nodes) {
-  FreeCoreByProduct out;
-  std::vector<int> core;
-  for (const NodeState& node : nodes) {
-    FreeCore(node, nullptr, core);
-    double& free = out[node.product];
-    for (int c : core) free += c;
-  }
+ClusterFree ClusterFreeOf(const std::vector<NodeState>& nodes) {
+  ClusterFree out;
+  out.nodes.reserve(nodes.size());
+  for (const NodeState& node : nodes) out.Add(node);
   return out;
 }
 
 ModelPublisher::ModelPublisher() : published_{std::make_shared<const WorkloadModel>(), 0} {}
 
 ModelPublisher::Published ModelPublisher::Observe(const PodRequest& pod,
-                                                  const std::function<FreeCoreByProduct()>& cluster_free) {
+                                                  const std::function<ClusterFree()>& cluster_free) {
   std::lock_guard lock(mu_);
   if (!pod.AsksForGpu()) return published_;
   if (!pod.uid.empty()) {
@@ -26,7 +22,7 @@ ModelPublisher::Published ModelPublisher::Observe(const PodRequest& pod,
   }
   learning_.Learn(pod);
   if (++unpublished_ >= kPublishEvery || published_.model->Empty()) {
-    learning_.SetClusterFree(cluster_free ? cluster_free() : FreeCoreByProduct{});
+    learning_.SetClusterFree(cluster_free ? cluster_free() : ClusterFree{});
     published_ = Published{std::make_shared<const WorkloadModel>(learning_), published_.version + 1};
     unpublished_ = 0;
   }
@@ -51,9 +47,9 @@ Result<Assignment> Assign(NodeState& node, const PodRequest& pod, const Workload
 }
 
 Result<Scheduled> ScheduleOne(const std::vector<NodeState*>& nodes, const PodRequest& pod,
-                              ModelPublisher& publisher,
-                              const std::function<FreeCoreByProduct()>& cluster_free, bool with_reasons,
-                              const std::function<size_t(size_t)>& pick, Placement& scratch) {
+                              ModelPublisher& publisher, const std::function<ClusterFree()>& cluster_free,
+                              bool with_reasons, const std::function<size_t(size_t)>& pick,
+                              Placement& scratch) {
   Scheduled out;
   const ModelPublisher::Published model = publisher.Observe(pod, cluster_free);
   out.decisions.reserve(nodes.size());

@@ -26,11 +26,8 @@
 
 namespace mgpu {
 
-// Free core per D/gpu.product value, as WorkloadModel::SetClusterFree takes it.
-using FreeCoreByProduct = std::map<std::string, double, std::less<>>;
-
-// The free core (FreeCore, summed) of `nodes` per product.
-FreeCoreByProduct ClusterFreeCore(const std::vector<NodeState>& nodes);
+// What every node of `nodes` has left, as WorkloadModel::SetClusterFree takes it.
+ClusterFree ClusterFreeOf(const std::vector<NodeState>& nodes);
 
 // The workload model as decisions read it. Every GPU pod a scheduler is asked about is learned, once per pod
 // uid (the scheduler retries pods; a pod without a uid is learned every time). Decisions read a published
@@ -51,7 +48,7 @@ class ModelPublisher {
 
   // Learns `pod` (pods asking for no GPU are not the workload) and returns the model to decide it with.
   // `cluster_free` is called, under the publisher's lock, only when a model is published.
-  Published Observe(const PodRequest& pod, const std::function<FreeCoreByProduct()>& cluster_free);
+  Published Observe(const PodRequest& pod, const std::function<ClusterFree()>& cluster_free);
   // The model published last.
   Published Current() const;
   // Forgets that pod `uid` was learned (it was deleted and will not be observed again); what it taught the
@@ -85,9 +82,9 @@ struct Scheduled {
 // (the first: kube-scheduler's own tie-break is random); it is called whenever some node fits. Fails only
 // when the chosen node refuses the cards Place() chose for it, which would be a bug.
 Result<Scheduled> ScheduleOne(const std::vector<NodeState*>& nodes, const PodRequest& pod,
-                              ModelPublisher& publisher,
-                              const std::function<FreeCoreByProduct()>& cluster_free, bool with_reasons,
-                              const std::function<size_t(size_t)>& pick, Placement& scratch);
+                              ModelPublisher& publisher, const std::function<ClusterFree()>& cluster_free,
+                              bool with_reasons, const std::function<size_t(size_t)>& pick,
+                              Placement& scratch);
 
 // The extender scores (0..10) of the candidates of a pod asking for no mgpu resource (a CPU-only pod),
 // parallel to `decisions` (Decide's; a node mgpu cannot decide does not fit) and `has_cards` (false: a

@@ -22,10 +22,10 @@ PodRequest Ask(const std::string& uid, int core, int cards = 1) {
 // Counts the publications: the cluster's free core is read only when a model is published.
 struct FreeCounter {
   int calls = 0;
-  std::function<FreeCoreByProduct()> Fn() {
+  std::function<ClusterFree()> Fn() {
     return [this] {
       ++calls;
-      return FreeCoreByProduct{{"NVIDIA-A10", 100}};
+      return ClusterFree{{{"NVIDIA-A10", 100}}, {}};
     };
   }
 };
@@ -128,13 +128,19 @@ TEST(Assign, AppliesTheChosenCardsOrLeavesTheNodeUnchanged) {
   EXPECT_EQ(node.cards[0].usage, before.cards[0].usage);
 }
 
-TEST(ClusterFreeCore, SumsTheFreeCoreOfEveryNodePerProduct) {
+TEST(ClusterFreeOf, SumsTheFreeCoreOfEveryNodePerProductAndListsEachNode) {
   std::vector<NodeState> nodes = {Node("a", 2, 24576), Node("b", 1, 24576)};
+  nodes[0].cpu_free_milli = 8000;
   ASSERT_TRUE(Assign(nodes[0], Ask("p", 30), nullptr).ok());
   nodes[1].cards[0].card.healthy = false;
-  const FreeCoreByProduct free = ClusterFreeCore(nodes);
-  ASSERT_EQ(free.size(), 1u);
-  EXPECT_EQ(free.at("NVIDIA-A10"), 170);
+  const ClusterFree free = ClusterFreeOf(nodes);
+  ASSERT_EQ(free.core.size(), 1u);
+  EXPECT_EQ(free.core.at("NVIDIA-A10"), 170);
+  ASSERT_EQ(free.nodes.size(), 2u);
+  EXPECT_EQ(free.nodes[0].core, (std::vector<int>{70, 100}));
+  EXPECT_EQ(free.nodes[0].cpu_milli, 8000);
+  EXPECT_EQ(free.nodes[0].product, "NVIDIA-A10");
+  EXPECT_EQ(free.nodes[1].core, (std::vector<int>{0}));
 }
 
 // One pod's whole cycle: the best-scored node takes the pod and its cards; the others keep nothing.

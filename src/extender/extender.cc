@@ -75,7 +75,7 @@ FilterResult Extender::Filter(const ExtenderArgs& args) {
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
   if (facts->dra) {  // kube-scheduler has found where its claims fit; the model still learns its shape
     if (facts->request.ok() && facts->request->AsksForGpu())
-      model_.Observe(*facts->request, [&view] { return view->FreeCoreByProduct(); });
+      model_.Observe(*facts->request, [&view] { return view->Free(); });
     FilterResult all;
     for (size_t i = 0; i < args.node_names.size(); ++i) all.passed.push_back(i);
     return all;
@@ -99,7 +99,7 @@ FilterResult Extender::Choose(const ExtenderArgs& args) {
   if (!pod.ok()) return Filter(args);
   if (!pod->AsksForGpu()) return ChooseForCpuOnlyPod(args);
   const std::shared_ptr<const ClusterView> view = cache_.Snapshot();
-  const ModelPublisher::Published model = model_.Observe(*pod, [&view] { return view->FreeCoreByProduct(); });
+  const ModelPublisher::Published model = model_.Observe(*pod, [&view] { return view->Free(); });
   const std::vector<const NodeView*> nodes = view->Usable(args.node_names, facts->dra);
   const std::vector<NodeDecision> decisions =
       memo_.Decide(*view, nodes, *pod, model.model.get(), model.version, /*with_reasons=*/false);

@@ -93,8 +93,8 @@ int Run(int argc, char** argv) {
     // Filter: learn the pod and decide every node; prioritize: the extender's scores; bind: the best node
     // gets the cards the model chooses.
     const Result<Scheduled> scheduled = ScheduleOne(
-        candidates, *req, publisher, [&nodes] { return ClusterFreeCore(*nodes); }, /*with_reasons=*/true,
-        first, scratch);
+        candidates, *req, publisher, [&nodes] { return ClusterFreeOf(*nodes); }, /*with_reasons=*/true, first,
+        scratch);
     if (!scheduled.ok()) return std::cerr << scheduled.message() << "\n", 1;
     if (scheduled->node == Scheduled::kNowhere) {
       std::string reasons;
